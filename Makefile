@@ -1,0 +1,45 @@
+# Each target installs what it needs into .venv first; `make test` and `make book` work on a fresh clone.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export PATH := $(abspath $(BIN)):$(PATH)
+NOTEBOOKS := chapters solutions
+PYTEST_NB := --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300
+
+.PHONY: help install test book exercises bench lint clean
+
+help:
+	@echo "make book       build the HTML book into _build/html/"
+	@echo "make test       unit tests, notebooks (nbval), grading round trip, book build"
+	@echo "make exercises  regenerate exercises/release/ and solutions/ from exercises/source/"
+	@echo "make bench      time each notebook and the test suite"
+
+$(STAMP): requirements.lock pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -r requirements.lock
+	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/ruff check book_lib tests exercises benchmarks
+	$(BIN)/pytest -n 2 --dist loadgroup tests $(NOTEBOOKS) $(PYTEST_NB)
+
+book: $(STAMP)
+	$(BIN)/jupyter-book build . -W -n --keep-going --all
+	@echo "Open $(abspath _build/html/index.html)"
+
+exercises: $(STAMP)
+	$(BIN)/python exercises/build.py
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check book_lib tests exercises benchmarks
+	$(BIN)/ruff format --check book_lib tests exercises benchmarks
+
+clean:
+	rm -rf _build .pytest_cache

@@ -1,0 +1,134 @@
+"""One timing helper for jitted code: compile ahead of time, warm up, block, take the median.
+
+Book: Part 9 (Profiling) for why a first call (compilation) and a steady-state call differ.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["Timing", "time_jitted", "Peaks", "measure_peaks", "time_matmul", "time_add"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Timing:
+    """Wall-clock times of repeated calls, in seconds.
+
+    Attributes:
+        median_s: median over the runs (s).
+        min_s, max_s: fastest and slowest run (s).
+        n_runs: runs measured after the warm-up (count).
+        compile_s: time to lower and compile (s).
+    """
+
+    median_s: float
+    min_s: float
+    max_s: float
+    n_runs: int
+    compile_s: float
+
+    @property
+    def spread_ratio(self) -> float:
+        """(max - min) / median: how noisy the runs were."""
+        return (self.max_s - self.min_s) / self.median_s if self.median_s else 0.0
+
+
+def time_jitted(fn: Callable, *args, n_warmup: int = 2, n_runs: int = 7, min_time_s: float = 0.0) -> Timing:
+    """Time `jax.jit(fn)(*args)`: compile first, warm up, then the median of `n_runs` blocked runs.
+
+    Each run ends with `jax.block_until_ready` on the outputs, so asynchronous dispatch does not hide
+    the work. With `min_time_s > 0`, more runs are added until their total passes it.
+
+    Args:
+        fn: a function of JAX arrays (jitted or not).
+        *args: its arguments.
+        n_warmup: untimed calls after compilation (count), >= 0.
+        n_runs: timed calls (count), >= 1.
+        min_time_s: least total time to measure (s), >= 0.
+
+    Raises:
+        ValueError: a negative warm-up, no runs or a negative time.
+    """
+    import jax
+
+    if isinstance(n_warmup, bool) or not isinstance(n_warmup, int) or n_warmup < 0:
+        raise ValueError(f"n_warmup={n_warmup!r}: not a non-negative int; allowed: 0, 1, 2, ...")
+    if isinstance(n_runs, bool) or not isinstance(n_runs, int) or n_runs < 1:
+        raise ValueError(f"n_runs={n_runs!r}: not a positive int; allowed: 1, 2, 3, ...")
+    if not min_time_s >= 0:
+        raise ValueError(f"min_time_s={min_time_s!r}: negative; allowed: >= 0")
+    jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
+    start = time.perf_counter()
+    compiled = jitted.lower(*args).compile()
+    compile_s = time.perf_counter() - start
+    for _ in range(n_warmup):
+        jax.block_until_ready(compiled(*args))
+    runs: list[float] = []
+    while len(runs) < n_runs or sum(runs) < min_time_s:
+        start = time.perf_counter()
+        jax.block_until_ready(compiled(*args))
+        runs.append(time.perf_counter() - start)
+    return Timing(
+        median_s=statistics.median(runs), min_s=min(runs), max_s=max(runs), n_runs=len(runs), compile_s=compile_s
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Peaks:
+    """Throughputs measured on the device at hand (not from a spec sheet).
+
+    Attributes:
+        flops_per_s: a large square matmul's FLOPs over its median time (FLOPs/s).
+        bytes_per_s: a large elementwise scale's bytes read and written over its median time (bytes/s).
+        dtype: the element type used.
+    """
+
+    flops_per_s: float
+    bytes_per_s: float
+    dtype: str
+
+
+def _random(shape, dtype, seed: int, device):
+    import jax
+
+    return jax.device_put(jax.random.normal(jax.random.key(seed), shape, dtype=dtype), device)
+
+
+def measure_peaks(device, dtype, *, matmul_n: int = 2048, vector_n: int = 2**24) -> Peaks:
+    """Measure peak FLOPs/s (an n x n x n matmul) and memory bandwidth (y = 2 x) on `device`.
+
+    flops_per_s = 2 n^3 / t_matmul; bytes_per_s = 2 * vector_n * itemsize / t_scale.
+    """
+    import jax.numpy as jnp
+
+    a = _random((matmul_n, matmul_n), dtype, 0, device)
+    b = _random((matmul_n, matmul_n), dtype, 1, device)
+    t_matmul = time_jitted(jnp.matmul, a, b, n_runs=3).median_s
+    x = _random((vector_n,), dtype, 2, device)
+    t_scale = time_jitted(lambda v: v * 2, x, n_runs=5).median_s
+    return Peaks(
+        flops_per_s=2.0 * matmul_n**3 / t_matmul,
+        bytes_per_s=2.0 * vector_n * x.dtype.itemsize / t_scale,
+        dtype=str(x.dtype),
+    )
+
+
+def time_matmul(B: int, D: int, F: int, device, dtype, *, n_runs: int = 5) -> Timing:
+    """Time X[B, D] @ Y[D, F] on `device` with random `dtype` inputs."""
+    import jax.numpy as jnp
+
+    x = _random((B, D), dtype, 3, device)
+    y = _random((D, F), dtype, 4, device)
+    return time_jitted(jnp.matmul, x, y, n_runs=n_runs)
+
+
+def time_add(n: int, device, dtype, *, n_runs: int = 5) -> Timing:
+    """Time x + y for two random vectors of n `dtype` values on `device`."""
+    import jax.numpy as jnp
+
+    x = _random((n,), dtype, 5, device)
+    y = _random((n,), dtype, 6, device)
+    return time_jitted(jnp.add, x, y, n_runs=n_runs)

@@ -1,0 +1,373 @@
+"""Accelerator specifications: one frozen `Chip` per chip, every number per chip, with its source.
+
+All figures are peak, dense (no structured sparsity) and per chip. Bandwidths are in bytes per
+second; `ici_bytes_per_s` is ONE link in ONE direction (NVLink for GPUs). TPU figures follow the
+tables of the reference book (Part 2, "Key Takeaways") wherever it gives them; the rest come from
+the vendor pages named in `source`.
+
+Book: Part 2 (All About TPUs), "Key Takeaways"; Part 2 Appendix A (GPUs).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from dataclasses import dataclass
+from types import MappingProxyType
+
+__all__ = ["Chip", "CHIPS", "get_chip", "chip_names", "chip_from_device_kind"]
+
+GiB = 2**30
+BOOK = "How to Scale Your Model, Part 2, 'Key Takeaways' tables"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Chip:
+    """One accelerator chip; every number is per chip unless its name says otherwise.
+
+    Attributes:
+        name: canonical name (`"tpu-v5e"`, `"h100"`).
+        family: `"tpu"` or `"gpu"`.
+        bf16_flops_per_s: dense bfloat16 matmul peak (FLOPs/s), without the sparsity factor.
+        int8_ops_per_s: dense int8 matmul peak (OPs/s); equals bf16 where int8 is not faster.
+        hbm_bytes: HBM capacity (bytes).
+        hbm_bytes_per_s: HBM bandwidth (bytes/s).
+        ici_bytes_per_s: one inter-chip link, one direction (bytes/s); NVLink for GPUs.
+        ici_links: links per chip (4 for a 2D torus, 6 for a 3D torus, NVLink count for GPUs).
+        ici_topology: `"2d-torus"`, `"3d-torus"` or `"nvswitch"`.
+        cores_per_chip: TensorCores per chip (TPU) or streaming multiprocessors (GPU).
+        host_shape: chips attached to one host, as an ICI shape (GPUs: chips per node).
+        pod_shape: largest ICI-connected slice (GPUs: the NVLink domain of one node).
+        pcie_bytes_per_s: host <-> chip PCIe bandwidth per chip, one direction (bytes/s).
+        dcn_bytes_per_s: data-centre network egress per HOST (bytes/s).
+        vmem_bytes: TPU on-chip vector memory (bytes), None where unpublished or for GPUs.
+        mxu_size: side of one systolic array (TPU), None for GPUs.
+        mxus_per_core: systolic arrays per TensorCore (TPU), None for GPUs.
+        device_kinds: lowercase prefixes of `jax.Device.device_kind` that mean this chip.
+        source: where the figures come from (URLs).
+    """
+
+    name: str
+    family: str
+    bf16_flops_per_s: float
+    int8_ops_per_s: float
+    hbm_bytes: float
+    hbm_bytes_per_s: float
+    ici_bytes_per_s: float
+    ici_links: int
+    ici_topology: str
+    cores_per_chip: int
+    host_shape: tuple[int, ...]
+    pod_shape: tuple[int, ...]
+    pcie_bytes_per_s: float
+    dcn_bytes_per_s: float
+    vmem_bytes: float | None = None
+    mxu_size: int | None = None
+    mxus_per_core: int | None = None
+    device_kinds: tuple[str, ...] = ()
+    source: str
+
+    def __post_init__(self) -> None:
+        positive = (
+            "bf16_flops_per_s",
+            "int8_ops_per_s",
+            "hbm_bytes",
+            "hbm_bytes_per_s",
+            "ici_bytes_per_s",
+            "ici_links",
+            "cores_per_chip",
+            "pcie_bytes_per_s",
+            "dcn_bytes_per_s",
+        )
+        for attr in positive:
+            value = getattr(self, attr)
+            if not value > 0:
+                raise ValueError(f"{attr}={value!r}: not positive for chip {self.name!r}; allowed: > 0")
+        if self.family not in ("tpu", "gpu"):
+            raise ValueError(f"family={self.family!r}: unknown for chip {self.name!r}; allowed: 'tpu', 'gpu'")
+        if self.ici_topology not in ("2d-torus", "3d-torus", "nvswitch"):
+            raise ValueError(
+                f"ici_topology={self.ici_topology!r}: unknown for chip {self.name!r}; "
+                "allowed: '2d-torus', '3d-torus', 'nvswitch'"
+            )
+        for attr in ("host_shape", "pod_shape"):
+            shape = getattr(self, attr)
+            if not shape or any(int(s) != s or s < 1 for s in shape):
+                raise ValueError(f"{attr}={shape!r}: not a shape for chip {self.name!r}; allowed: positive ints")
+
+    @property
+    def chips_per_host(self) -> int:
+        """Chips attached to one host (count)."""
+        return math.prod(self.host_shape)
+
+    @property
+    def chips_per_pod(self) -> int:
+        """Chips in the largest ICI-connected slice (count)."""
+        return math.prod(self.pod_shape)
+
+    @property
+    def is_tpu(self) -> bool:
+        """True for TPUs, False for GPUs."""
+        return self.family == "tpu"
+
+
+def _tpu(**kw) -> Chip:
+    return Chip(family="tpu", **kw)
+
+
+def _gpu(**kw) -> Chip:
+    return Chip(family="gpu", ici_topology="nvswitch", **kw)
+
+
+_ALL = (
+    _tpu(
+        name="tpu-v2",
+        bf16_flops_per_s=4.6e13,  # 2 cores x 2.3e13 (book, Part 9: "8 TPUv2 cores ... 23e12")
+        int8_ops_per_s=4.6e13,  # no faster int8 path
+        hbm_bytes=16 * GiB,
+        hbm_bytes_per_s=7.0e11,
+        ici_bytes_per_s=6.0e10,  # book, Part 9: 1.2e11 bytes/s bidirectional on a v2 4x2
+        ici_links=4,
+        ici_topology="2d-torus",
+        cores_per_chip=2,
+        host_shape=(2, 2),
+        pod_shape=(16, 16),
+        pcie_bytes_per_s=1.5e10,
+        dcn_bytes_per_s=2.5e10,
+        mxu_size=128,
+        mxus_per_core=1,
+        device_kinds=("tpu v2",),
+        source=(
+            "https://cloud.google.com/tpu/docs/v2; "
+            "https://dl.acm.org/doi/10.1145/3360307 (Ten Lessons From Three Generations, HBM 700 GB/s); "
+            "How to Scale Your Model, Part 9 (per-core FLOPs/s and ICI on v2)"
+        ),
+    ),
+    _tpu(
+        name="tpu-v3",
+        bf16_flops_per_s=1.4e14,
+        int8_ops_per_s=1.4e14,
+        hbm_bytes=32 * GiB,
+        hbm_bytes_per_s=9.0e11,
+        ici_bytes_per_s=1.0e11,
+        ici_links=4,
+        ici_topology="2d-torus",
+        cores_per_chip=2,
+        host_shape=(2, 2),
+        pod_shape=(32, 32),
+        pcie_bytes_per_s=1.5e10,
+        dcn_bytes_per_s=2.5e10,
+        mxu_size=128,
+        mxus_per_core=2,
+        device_kinds=("tpu v3",),
+        source=f"{BOOK}; https://cloud.google.com/tpu/docs/v3",
+    ),
+    _tpu(
+        name="tpu-v4",
+        bf16_flops_per_s=2.75e14,
+        int8_ops_per_s=2.75e14,
+        hbm_bytes=32 * GiB,
+        hbm_bytes_per_s=1.2e12,
+        ici_bytes_per_s=4.5e10,
+        ici_links=6,
+        ici_topology="3d-torus",
+        cores_per_chip=2,
+        host_shape=(2, 2, 1),
+        pod_shape=(16, 16, 16),
+        pcie_bytes_per_s=1.6e10,  # book, Part 2: "16GB / second each way" for v4
+        dcn_bytes_per_s=2.5e10,
+        mxu_size=128,
+        mxus_per_core=4,
+        device_kinds=("tpu v4",),
+        source=f"{BOOK}; https://cloud.google.com/tpu/docs/v4",
+    ),
+    _tpu(
+        name="tpu-v5e",
+        bf16_flops_per_s=1.97e14,
+        int8_ops_per_s=3.94e14,
+        hbm_bytes=16 * GiB,
+        hbm_bytes_per_s=8.1e11,  # table; Part 1 uses 8.2e11 (chapter 1 shows the effect)
+        ici_bytes_per_s=4.5e10,
+        ici_links=4,
+        ici_topology="2d-torus",
+        cores_per_chip=1,
+        host_shape=(4, 2),
+        pod_shape=(16, 16),
+        pcie_bytes_per_s=1.5e10,
+        dcn_bytes_per_s=2.5e10,
+        vmem_bytes=128 * 2**20,
+        mxu_size=128,
+        mxus_per_core=4,
+        device_kinds=("tpu v5 lite", "tpu v5e"),
+        source=f"{BOOK}; https://cloud.google.com/tpu/docs/v5e",
+    ),
+    _tpu(
+        name="tpu-v5p",
+        bf16_flops_per_s=4.59e14,
+        int8_ops_per_s=9.18e14,
+        hbm_bytes=96 * GiB,
+        hbm_bytes_per_s=2.8e12,  # table; Part 2's prose rounds it to 2.5e12
+        ici_bytes_per_s=9.0e10,
+        ici_links=6,
+        ici_topology="3d-torus",
+        cores_per_chip=2,
+        host_shape=(2, 2, 1),
+        pod_shape=(16, 20, 28),
+        pcie_bytes_per_s=1.5e10,
+        dcn_bytes_per_s=2.5e10,
+        mxu_size=128,
+        mxus_per_core=4,
+        device_kinds=("tpu v5p", "tpu v5"),
+        source=f"{BOOK}; https://cloud.google.com/tpu/docs/v5p",
+    ),
+    _tpu(
+        name="tpu-v6e",
+        bf16_flops_per_s=9.2e14,  # table; Part 1's prose says 9.1e14
+        int8_ops_per_s=1.84e15,
+        hbm_bytes=32 * GiB,
+        hbm_bytes_per_s=1.6e12,
+        ici_bytes_per_s=9.0e10,
+        ici_links=4,
+        ici_topology="2d-torus",
+        cores_per_chip=1,
+        host_shape=(4, 2),
+        pod_shape=(16, 16),
+        pcie_bytes_per_s=3.2e10,  # book, Part 2 footnote: "Trillium (TPU v6e) has 32GB/s"
+        dcn_bytes_per_s=2.5e10,
+        mxu_size=256,
+        mxus_per_core=2,
+        device_kinds=("tpu v6 lite", "tpu v6e"),
+        source=f"{BOOK}; https://cloud.google.com/tpu/docs/v6e",
+    ),
+    _tpu(
+        name="tpu-7x",
+        bf16_flops_per_s=2.307e15,
+        int8_ops_per_s=4.614e15,  # Google quotes FP8; Ironwood has no separate int8 figure
+        hbm_bytes=192e9,
+        hbm_bytes_per_s=7.37e12,
+        ici_bytes_per_s=1.0e11,  # 1.2e12 bytes/s bidirectional per chip over 6 links
+        ici_links=6,
+        ici_topology="3d-torus",
+        cores_per_chip=2,
+        host_shape=(2, 2, 1),
+        pod_shape=(16, 24, 24),  # 9,216 chips; the 16x24x24 arrangement is our assumption
+        pcie_bytes_per_s=3.2e10,
+        dcn_bytes_per_s=2.5e10,
+        mxu_size=256,
+        mxus_per_core=4,
+        device_kinds=("tpu7x", "tpu 7x", "tpu v7"),
+        source="https://cloud.google.com/tpu/docs/tpu7x; https://blog.google/products/google-cloud/ironwood-tpu-age-of-inference/",
+    ),
+    _gpu(
+        name="a100",
+        bf16_flops_per_s=3.12e14,
+        int8_ops_per_s=6.24e14,
+        hbm_bytes=80e9,
+        hbm_bytes_per_s=2.039e12,
+        ici_bytes_per_s=2.5e10,  # NVLink 3: 600 GB/s bidirectional over 12 links
+        ici_links=12,
+        cores_per_chip=108,
+        host_shape=(8,),
+        pod_shape=(8,),
+        pcie_bytes_per_s=3.2e10,  # PCIe gen4 x16, one direction
+        dcn_bytes_per_s=2.5e10,
+        device_kinds=("nvidia a100",),
+        source="https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf (SXM 80GB)",
+    ),
+    _gpu(
+        name="h100",
+        bf16_flops_per_s=9.89e14,  # spec sheet 1,979 TFLOPS is with sparsity; dense is half
+        int8_ops_per_s=1.979e15,
+        hbm_bytes=80e9,
+        hbm_bytes_per_s=3.35e12,
+        ici_bytes_per_s=2.5e10,  # NVLink 4: 900 GB/s bidirectional over 18 links
+        ici_links=18,
+        cores_per_chip=132,
+        host_shape=(8,),
+        pod_shape=(8,),
+        pcie_bytes_per_s=6.4e10,  # PCIe gen5 x16, one direction
+        dcn_bytes_per_s=5.0e10,
+        device_kinds=("nvidia h100",),
+        source="https://www.nvidia.com/en-us/data-center/h100/ (SXM)",
+    ),
+    _gpu(
+        name="h200",
+        bf16_flops_per_s=9.89e14,
+        int8_ops_per_s=1.979e15,
+        hbm_bytes=141e9,
+        hbm_bytes_per_s=4.8e12,
+        ici_bytes_per_s=2.5e10,
+        ici_links=18,
+        cores_per_chip=132,
+        host_shape=(8,),
+        pod_shape=(8,),
+        pcie_bytes_per_s=6.4e10,
+        dcn_bytes_per_s=5.0e10,
+        device_kinds=("nvidia h200",),
+        source="https://www.nvidia.com/en-us/data-center/h200/ (SXM)",
+    ),
+    _gpu(
+        name="b200",
+        bf16_flops_per_s=2.25e15,
+        int8_ops_per_s=4.5e15,
+        hbm_bytes=180e9,
+        hbm_bytes_per_s=7.7e12,
+        ici_bytes_per_s=5.0e10,  # NVLink 5: 1.8 TB/s bidirectional over 18 links
+        ici_links=18,
+        cores_per_chip=148,
+        host_shape=(8,),
+        pod_shape=(8,),
+        pcie_bytes_per_s=6.4e10,
+        dcn_bytes_per_s=5.0e10,
+        device_kinds=("nvidia b200",),
+        source="https://www.nvidia.com/en-us/data-center/hgx/ (HGX B200, per GPU)",
+    ),
+)
+
+CHIPS: MappingProxyType[str, Chip] = MappingProxyType({chip.name: chip for chip in _ALL})
+
+
+def _key(name: str) -> str:
+    """Lowercase, drop spaces, dashes and underscores, and a leading 'tpu'."""
+    key = re.sub(r"[\s\-_]+", "", name.lower())
+    return key[3:] if key.startswith("tpu") and len(key) > 3 else key
+
+
+_BY_KEY = {_key(chip.name): chip for chip in _ALL}
+
+
+def chip_names() -> tuple[str, ...]:
+    """Canonical names of every chip in `CHIPS`, in table order."""
+    return tuple(CHIPS)
+
+
+def get_chip(name: str | Chip) -> Chip:
+    """The `Chip` called `name`; case, spaces, dashes, underscores and a 'TPU' prefix are ignored.
+
+    `get_chip("v5e") == get_chip("TPU v5e") == get_chip("tpu_v5e")`. A `Chip` is returned as is.
+
+    Raises:
+        ValueError: unknown name; the message lists the closest known names.
+    """
+    if isinstance(name, Chip):
+        return name
+    if not isinstance(name, str):
+        raise ValueError(f"name={name!r}: not a chip name; allowed: {', '.join(CHIPS)}")
+    chip = _BY_KEY.get(_key(name))
+    if chip is None:
+        close = difflib.get_close_matches(_key(name), list(_BY_KEY), n=3, cutoff=0.4)
+        hint = ", ".join(_BY_KEY[c].name for c in close) or "none"
+        raise ValueError(f"name={name!r}: unknown chip; closest: {hint}; allowed: {', '.join(CHIPS)}")
+    return chip
+
+
+def chip_from_device_kind(device_kind: str) -> Chip | None:
+    """The chip a `jax.Device.device_kind` string names (`"TPU v5 lite"` -> tpu-v5e), or None (CPU)."""
+    kind = device_kind.lower().strip()
+    best = None
+    for chip in _ALL:
+        for prefix in chip.device_kinds:
+            if kind.startswith(prefix) and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), chip)
+    return best[1] if best else None

@@ -1,0 +1,61 @@
+"""Read compiled XLA programs: count collectives, normalise `cost_analysis()`.
+
+Book: Part 9 (Profiling), "How to Read an XLA Op"; Part 3 for the collectives themselves.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["COLLECTIVES", "collective_counts", "hlo_text", "Cost", "cost"]
+
+COLLECTIVES = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
+
+# The op of one instruction: "%name = type op(" or "%name = type op-start(" ("-done" is not matched).
+_OP = re.compile(r"=\s*[^=]*?\b(" + "|".join(COLLECTIVES) + r")(?:-start)?\(")
+
+
+def hlo_text(compiled) -> str:
+    """The HLO text of a compiled program (`jax.jit(f).lower(*a).compile()`), or the text itself."""
+    return compiled if isinstance(compiled, str) else compiled.as_text()
+
+
+def collective_counts(compiled) -> dict[str, int]:
+    """How many of each collective a compiled program runs, keyed by the names in `COLLECTIVES`.
+
+    A plain op, a `-start`/`-done` pair and an op wrapped in `async-start` each count once: the
+    `-done` half is not matched, and a wrapped op is counted where it stands inside its async body
+    (the `async-start` line itself only names that body).
+
+    Args:
+        compiled: a `jax.stages.Compiled` or its `as_text()`.
+    """
+    counts = dict.fromkeys(COLLECTIVES, 0)
+    for line in hlo_text(compiled).splitlines():
+        match = _OP.search(line)
+        if match:
+            counts[match.group(1)] += 1
+    return counts
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cost:
+    """XLA's own estimate of a compiled program's work.
+
+    Attributes:
+        flops: floating-point operations XLA counts (FLOPs).
+        bytes_accessed: bytes read and written, as XLA counts them (bytes).
+    """
+
+    flops: float
+    bytes_accessed: float
+
+
+def cost(compiled) -> Cost:
+    """`compiled.cost_analysis()` as a `Cost`, whether JAX returns a dict or a list of dicts."""
+    raw = compiled.cost_analysis()
+    parts = raw if isinstance(raw, (list, tuple)) else [raw]
+    flops = sum(float(p.get("flops", 0.0)) for p in parts if p)
+    accessed = sum(float(p.get("bytes accessed", 0.0)) for p in parts if p)
+    return Cost(flops=flops, bytes_accessed=accessed)

@@ -1,0 +1,174 @@
+"""Every figure of the book: functions that take data and return `(fig, ax)`.
+
+One colour per chip everywhere (`CHIP_COLORS`); TPUs solid, GPUs dashed; lowercase axis labels
+with units; no titles (captions live in the notebook). `save` writes byte-identical files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib as mpl
+import matplotlib.pyplot as plt
+import numpy as np
+
+from book_lib import roofline as _roofline
+from book_lib.hardware import CHIPS, Chip, get_chip
+
+__all__ = [
+    "CHIP_COLORS",
+    "chip_style",
+    "roofline",
+    "measured_vs_predicted",
+    "throughput_vs_batch",
+    "save",
+]
+
+_PALETTE = plt.get_cmap("tab20").colors
+CHIP_COLORS: dict[str, tuple[float, float, float]] = {name: _PALETTE[i % 20] for i, name in enumerate(CHIPS)}
+
+mpl.rcParams.update(
+    {
+        "lines.linewidth": 2,
+        "figure.figsize": (7.0, 4.2),
+        "figure.dpi": 100,
+        "axes.grid": True,
+        "grid.alpha": 0.3,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "legend.frameon": False,
+        "svg.hashsalt": "book_lib",
+    }
+)
+
+INTENSITY_LABEL = "arithmetic intensity (FLOPs/byte)"
+THROUGHPUT_LABEL = "attainable throughput (FLOPs/s)"
+
+
+def chip_style(chip: Chip | str) -> dict:
+    """Line keyword arguments for `chip`: its colour, solid for TPUs and dashed for GPUs."""
+    chip = get_chip(chip)
+    return {"color": CHIP_COLORS[chip.name], "linestyle": "-" if chip.is_tpu else "--", "lw": 2}
+
+
+def _new_axes(ax):
+    if ax is None:
+        fig, ax = plt.subplots()
+    else:
+        fig = ax.figure
+    return fig, ax
+
+
+def roofline(
+    chips: Sequence[Chip | str],
+    *,
+    dtype: str = "bf16",
+    intensity_range: tuple[float, float] = (1.0, 1e4),
+    points: Sequence[tuple[str, float]] = (),
+    ridge_labels: bool = True,
+    ax=None,
+):
+    """Log-log rooflines of `chips`: min(peak FLOPs/s, intensity x HBM bytes/s) against intensity.
+
+    Each chip's ridge point (critical intensity) is a dotted vertical line labelled with its value;
+    each of `points` (label, intensity in FLOPs/byte) is marked on the first chip's roof.
+
+    Book: Part 1 (Rooflines), "Visualizing rooflines"
+    """
+    fig, ax = _new_axes(ax)
+    intensities = np.geomspace(*intensity_range, 400)
+    peak_key = {"bf16": "bf16_flops_per_s", "int8": "int8_ops_per_s"}[dtype]
+    chips = [get_chip(c) for c in chips]
+    for chip in chips:
+        peak = getattr(chip, peak_key)
+        style = chip_style(chip)
+        ax.loglog(intensities, np.minimum(peak, intensities * chip.hbm_bytes_per_s), label=chip.name, **style)
+        ridge = _roofline.critical_intensity(chip, dtype)
+        ax.axvline(ridge, color=style["color"], linestyle=":", lw=1)
+        if ridge_labels:
+            ax.annotate(
+                f"{ridge:.0f}",
+                (ridge, peak),
+                textcoords="offset points",
+                xytext=(3, -12),
+                fontsize=8,
+                color=style["color"],
+            )
+    if points and chips:
+        first = chips[0]
+        peak = getattr(first, peak_key)
+        for label, intensity in points:
+            y = min(peak, intensity * first.hbm_bytes_per_s)
+            ax.plot([intensity], [y], "o", color="black", ms=5)
+            ax.annotate(label, (intensity, y), textcoords="offset points", xytext=(5, -12), fontsize=9)
+    ax.set_xlabel(INTENSITY_LABEL)
+    ax.set_ylabel(THROUGHPUT_LABEL)
+    ax.legend(loc="lower right", fontsize=8, ncol=2)
+    return fig, ax
+
+
+def measured_vs_predicted(
+    predicted_s: Sequence[float],
+    measured_s: Sequence[float],
+    labels: Sequence[str],
+    *,
+    groups: Sequence[str] | None = None,
+    ax=None,
+):
+    """Measured against predicted time (s), log-log, with the line measured = predicted.
+
+    Args:
+        predicted_s, measured_s: one time per point (s).
+        labels: a short label per point.
+        groups: a group name per point (one colour and one legend entry each).
+    """
+    fig, ax = _new_axes(ax)
+    predicted = np.asarray(predicted_s, dtype=float)
+    measured = np.asarray(measured_s, dtype=float)
+    groups = list(groups) if groups is not None else ["measured"] * len(predicted)
+    for i, group in enumerate(dict.fromkeys(groups)):
+        sel = np.array([g == group for g in groups])
+        ax.loglog(predicted[sel], measured[sel], "o", color=_PALETTE[2 * i], label=group, ms=6)
+    for x, y, label in zip(predicted, measured, labels, strict=True):
+        ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    lo = min(predicted.min(), measured.min()) / 1.5
+    hi = max(predicted.max(), measured.max()) * 1.5
+    ax.loglog([lo, hi], [lo, hi], color="gray", linestyle=":", lw=1, label="measured = predicted")
+    ax.set_xlabel("predicted time (s)")
+    ax.set_ylabel("measured time (s)")
+    ax.legend(loc="upper left", fontsize=8)
+    return fig, ax
+
+
+def throughput_vs_batch(
+    batch_sizes: Sequence[int],
+    curves: dict[str, Sequence[float]],
+    *,
+    peak_flops_per_s: float,
+    ax=None,
+):
+    """Attainable throughput (FLOPs/s) against batch size, one curve per label, with the peak.
+
+    Args:
+        batch_sizes: x values (tokens).
+        curves: label -> throughput per batch size (FLOPs/s).
+        peak_flops_per_s: the chip's peak, drawn as a dotted line (FLOPs/s).
+    """
+    fig, ax = _new_axes(ax)
+    for i, (label, values) in enumerate(curves.items()):
+        ax.loglog(batch_sizes, values, label=label, color=_PALETTE[2 * i])
+    ax.axhline(peak_flops_per_s, color="gray", linestyle=":", lw=1, label="peak")
+    ax.set_xlabel("batch size B (tokens)")
+    ax.set_ylabel(THROUGHPUT_LABEL)
+    ax.legend(loc="lower right", fontsize=8)
+    return fig, ax
+
+
+def save(fig, path: str | Path) -> Path:
+    """Write `fig` so that a rerun gives identical bytes (no dates, no software tag), then close it."""
+    path = Path(path)
+    metadata = {".png": {"Software": None}, ".svg": {"Date": None}, ".pdf": {"CreationDate": None}}
+    fig.savefig(path, metadata=metadata.get(path.suffix.lower()), bbox_inches="tight")
+    plt.close(fig)
+    return path

@@ -1,0 +1,564 @@
+"""Sharding notation (A[I_X, J], C[I, K]{U_Y}) and the plan and cost of a sharded matmul.
+
+Notation, as in the book: each array dimension carries the mesh axes it is split over as a
+subscript (`I_XY`: split over X, then Y, |X| * |Y| blocks), and `{U_X}` marks an array that
+holds partial sums still to be added over mesh axis X. Axis names of one letter are written
+together (`I_XY`); longer names go in braces (`I_{data,model}`, `{U_{data}}`). A mesh is a
+mapping from axis name to size, `{"X": 4, "Y": 8}`; sizes map dimension names to lengths.
+
+`matmul_plan` multiplies two sharded operands over one contracting dimension and sorts the
+case out (Book: Part 3, "Computation With Sharded Arrays"):
+
+1. no contracting dimension is sharded: multiply the local blocks, no communication;
+2. the contracting dimensions are sharded differently (one not at all, or over other axes):
+   AllGather the axes they do not share (keeping the longest common leading axes);
+3. both contracting dimensions are sharded over the same axes: multiply locally into partial
+   sums {U_...}, then AllReduce them (or ReduceScatter onto an output dimension, or keep them);
+4. a mesh axis shards a non-contracting dimension of both operands: AllGather it on the operand
+   whose gathered block is smaller (the left one on a tie).
+
+Several cases can apply to one product; the plan lists all of them.
+
+Book: Part 3 (Sharded Matrices and How to Multiply Them).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from book_lib import collectives
+from book_lib.hardware import Chip, get_chip
+from book_lib.roofline import RooflineTime, matmul_cost, roofline_time
+
+__all__ = ["ShardedArray", "parse", "PlanStep", "MatmulPlan", "matmul_plan"]
+
+_NAME = r"[A-Za-z][A-Za-z0-9]*"
+_ARRAY = re.compile(rf"\s*({_NAME})?\s*\[([^\[\]]*)\]\s*(?:\{{(.*)\}})?\s*")
+_DIM = re.compile(rf"({_NAME})(?:_(\{{[^{{}}]*\}}|[A-Za-z]+))?")
+_UNREDUCED = re.compile(r"U_(\{[^{}]*\}|[A-Za-z]+)")
+_EXAMPLE = "notation like 'A[I_X, J]', 'A[I_XY, J]' or 'C[I, K]{U_Y}'"
+
+
+def _sub(axes: tuple[str, ...]) -> str:
+    """Subscript text of mesh axes: 'XY' for one-letter names, '{data,model}' otherwise."""
+    return "".join(axes) if all(len(a) == 1 for a in axes) else "{" + ",".join(axes) + "}"
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas that are not inside braces."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch == "{") - (ch == "}")
+        if ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts]
+
+
+def _parse_sub(sub: str) -> tuple[str, ...] | None:
+    if sub.startswith("{"):
+        names = tuple(n.strip() for n in sub[1:-1].split(","))
+        return names if all(re.fullmatch(_NAME, n) for n in names) else None
+    return tuple(sub)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShardedArray:
+    """A named array and how it lies on a device mesh, in the book's notation.
+
+    `str(ShardedArray.parse("A[I_XY, J]{U_Z}")) == "A[I_XY, J]{U_Z}"`.
+
+    Attributes:
+        name: array name (`"A"`), may be empty.
+        dims: dimension names, in order (`("I", "J")`).
+        axes: per dimension, the mesh axes it is split over, major first (`(("X", "Y"), ())`).
+        unreduced: mesh axes over which the array holds unsummed partial sums.
+    """
+
+    name: str = ""
+    dims: tuple[str, ...]
+    axes: tuple[tuple[str, ...], ...]
+    unreduced: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dims", tuple(self.dims))
+        object.__setattr__(self, "axes", tuple(tuple(a) for a in self.axes))
+        object.__setattr__(self, "unreduced", tuple(self.unreduced))
+        if self.name and not re.fullmatch(_NAME, self.name):
+            raise ValueError(f"name={self.name!r}: not a name; allowed: a letter then letters or digits, or ''")
+        bad = [d for d in self.dims if not isinstance(d, str) or not re.fullmatch(_NAME, d)]
+        if bad:
+            raise ValueError(f"dims={self.dims!r}: {bad[0]!r} is not a name; allowed: a letter then letters or digits")
+        for d in self.dims:
+            if self.dims.count(d) > 1:
+                raise ValueError(f"dims={self.dims!r}: dimension {d!r} appears twice; allowed: distinct names")
+        if len(self.axes) != len(self.dims):
+            raise ValueError(
+                f"axes={self.axes!r}: {len(self.axes)} entries for {len(self.dims)} dims; allowed: one each"
+            )
+        used = [a for axes in self.axes for a in axes] + list(self.unreduced)
+        bad = [a for a in used if not isinstance(a, str) or not re.fullmatch(_NAME, a)]
+        if bad:
+            raise ValueError(f"axes={self.axes!r}: mesh axis {bad[0]!r} is not a name; allowed: letters and digits")
+        for a in used:
+            if used.count(a) > 1:
+                raise ValueError(
+                    f"axes={self.axes!r}, unreduced={self.unreduced!r}: mesh axis {a!r} used twice in one array; "
+                    "allowed: each mesh axis at most once"
+                )
+
+    @classmethod
+    def parse(cls, text: str) -> ShardedArray:
+        """The array that `text` writes in the book's notation; see `parse`."""
+        return parse(text)
+
+    def __str__(self) -> str:
+        body = ", ".join(d + (f"_{_sub(a)}" if a else "") for d, a in zip(self.dims, self.axes, strict=True))
+        tail = f"{{U_{_sub(self.unreduced)}}}" if self.unreduced else ""
+        return f"{self.name}[{body}]{tail}"
+
+    @property
+    def sharded_axes(self) -> tuple[str, ...]:
+        """Mesh axes that split some dimension, in dimension order."""
+        return tuple(a for axes in self.axes for a in axes)
+
+    def axes_of(self, dim: str) -> tuple[str, ...]:
+        """Mesh axes that split dimension `dim`.
+
+        Raises:
+            ValueError: `dim` is not a dimension of this array.
+        """
+        if dim not in self.dims:
+            raise ValueError(f"dim={dim!r}: not a dimension of {self}; allowed: {', '.join(self.dims)}")
+        return self.axes[self.dims.index(dim)]
+
+    # --- sizes -------------------------------------------------------------------------------
+
+    def _check_on(self, sizes: Mapping[str, int], mesh: Mapping[str, int] | None) -> None:
+        if mesh is not None:
+            _check_mesh(mesh)
+            for a in self.sharded_axes + self.unreduced:
+                if a not in mesh:
+                    raise ValueError(
+                        f"mesh={dict(mesh)!r}: no axis {a!r}, which {self} uses; allowed: {', '.join(mesh)}"
+                    )
+        if not isinstance(sizes, Mapping):
+            raise ValueError(f"sizes={sizes!r}: not a mapping; allowed: dict of dimension name -> length")
+        for d in self.dims:
+            size = sizes.get(d)
+            if size is None:
+                raise ValueError(f"sizes={dict(sizes)!r}: no length for dimension {d!r} of {self}; allowed: add it")
+            if not isinstance(size, numbers.Integral) or isinstance(size, bool) or size < 1:
+                raise ValueError(f"sizes[{d!r}]={size!r}: not a length; allowed: an int >= 1")
+
+    def local_shape(self, sizes: Mapping[str, int], mesh: Mapping[str, int]) -> tuple[int, ...]:
+        """Shape of the block one device holds (counts): size[d] / prod(|axis| for axes of d).
+
+        Book: Part 3, "A unified notation for sharding".
+
+        Raises:
+            ValueError: a dimension without a size, a mesh axis not in `mesh`, or a size that the
+                product of its mesh axes does not divide.
+        """
+        self._check_on(sizes, mesh)
+        shape = []
+        for d, axes in zip(self.dims, self.axes, strict=True):
+            ways = math.prod(mesh[a] for a in axes)
+            if sizes[d] % ways:
+                raise ValueError(
+                    f"sizes[{d!r}]={sizes[d]!r}: not divisible by {ways} (mesh axes {_sub(axes)} of {self}); "
+                    f"allowed: a multiple of {ways}"
+                )
+            shape.append(sizes[d] // ways)
+        return tuple(shape)
+
+    def local_bytes(self, sizes: Mapping[str, int], mesh: Mapping[str, int], bytes_per_element: float = 2) -> float:
+        """Bytes one device holds: prod(local_shape) * bytes_per_element.
+
+        Raises:
+            ValueError: as `local_shape`, or a non-positive `bytes_per_element`.
+        """
+        _check_element(bytes_per_element)
+        return float(math.prod(self.local_shape(sizes, mesh)) * bytes_per_element)
+
+    def global_bytes(self, sizes: Mapping[str, int], bytes_per_element: float = 2) -> float:
+        """Bytes of one full copy of the array: prod(sizes of dims) * bytes_per_element.
+
+        Raises:
+            ValueError: a dimension without a size, or a non-positive `bytes_per_element`.
+        """
+        _check_element(bytes_per_element)
+        self._check_on(sizes, None)
+        return float(math.prod(sizes[d] for d in self.dims) * bytes_per_element)
+
+    def total_bytes(self, sizes: Mapping[str, int], mesh: Mapping[str, int], bytes_per_element: float = 2) -> float:
+        """Bytes held by all devices of `mesh` together: local_bytes * prod(mesh sizes).
+
+        Replicated (and unreduced) copies count once per device that holds them.
+        """
+        return self.local_bytes(sizes, mesh, bytes_per_element) * math.prod(_check_mesh(mesh).values())
+
+    # --- collectives as notation transforms (no cost; see book_lib.collectives) -----------------
+
+    def all_gather(self, *axes: str) -> ShardedArray:
+        """The array after AllGather over `axes`: those subscripts are removed (A[I_XY] -> A[I_Y] for X).
+
+        Raises:
+            ValueError: an axis that splits no dimension of the array.
+        """
+        for a in axes:
+            if a not in self.sharded_axes:
+                raise ValueError(
+                    f"axes={axes!r}: {a!r} splits no dimension of {self}; allowed: {', '.join(self.sharded_axes)}"
+                )
+        return replace(self, axes=tuple(tuple(x for x in ax if x not in axes) for ax in self.axes))
+
+    def all_reduce(self, *axes: str) -> ShardedArray:
+        """The array after AllReduce over `axes` (all unreduced axes when none are named): {U_..} shrinks.
+
+        Raises:
+            ValueError: an axis the array is not unreduced over.
+        """
+        axes = axes or self.unreduced
+        self._check_unreduced(axes)
+        return replace(self, unreduced=tuple(a for a in self.unreduced if a not in axes))
+
+    def reduce_scatter(self, *axes: str, dim: str) -> ShardedArray:
+        """The array after ReduceScatter over `axes` onto `dim`: C[I, K]{U_X} -> C[I, K_X] for dim K.
+
+        Raises:
+            ValueError: an axis the array is not unreduced over, or an unknown `dim`.
+        """
+        self._check_unreduced(axes)
+        self.axes_of(dim)
+        new_axes = tuple(ax + tuple(axes) if d == dim else ax for d, ax in zip(self.dims, self.axes, strict=True))
+        return replace(self, axes=new_axes, unreduced=tuple(a for a in self.unreduced if a not in axes))
+
+    def all_to_all(self, axis: str, dim: str) -> ShardedArray:
+        """The array after AllToAll moving mesh axis `axis` onto `dim`: A[I_X, J] -> A[I, J_X] for J.
+
+        Raises:
+            ValueError: `axis` splits no other dimension, or `dim` is unknown.
+        """
+        if axis not in self.sharded_axes or axis in self.axes_of(dim):
+            raise ValueError(f"axis={axis!r}: splits no dimension of {self} other than {dim!r}; allowed: another axis")
+        moved = tuple(tuple(x for x in ax if x != axis) for ax in self.axes)
+        return replace(
+            self, axes=tuple(ax + (axis,) if d == dim else ax for d, ax in zip(self.dims, moved, strict=True))
+        )
+
+    def _check_unreduced(self, axes: tuple[str, ...]) -> None:
+        if not axes:
+            raise ValueError(
+                f"axes={axes!r}: no axis given and {self} has nothing unreduced; allowed: an unreduced axis"
+            )
+        for a in axes:
+            if a not in self.unreduced:
+                raise ValueError(
+                    f"axes={axes!r}: {self} is not unreduced over {a!r}; allowed: {', '.join(self.unreduced) or 'none'}"
+                )
+
+
+def parse(text: str) -> ShardedArray:
+    """Read the book's notation: `"A[I_X, J]"`, `"A[I_XY, J]"`, `"C[I, K]{U_Y}"`, `"W[D_{data}, F]"`.
+
+    `{U_X, U_Y}` and `{U_XY}` mean the same; `str()` writes the second.
+    Book: Part 3, "A unified notation for sharding" and "Case 3" (the {U_X} suffix).
+
+    Raises:
+        ValueError: text that is not the notation, or a mesh axis used twice in the array.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"text={text!r}: not a string; allowed: {_EXAMPLE}")
+    match = _ARRAY.fullmatch(text)
+    if not match:
+        raise ValueError(f"text={text!r}: not sharding notation; allowed: {_EXAMPLE}")
+    name, body, tail = match.group(1) or "", match.group(2), match.group(3)
+    dims: list[str] = []
+    axes: list[tuple[str, ...]] = []
+    for term in _split_top(body) if body.strip() else []:
+        m = _DIM.fullmatch(term)
+        sub = _parse_sub(m.group(2)) if m and m.group(2) else ()
+        if not m or sub is None:
+            raise ValueError(f"text={text!r}: cannot read dimension {term!r}; allowed: {_EXAMPLE}")
+        dims.append(m.group(1))
+        axes.append(sub)
+    unreduced: list[str] = []
+    for term in _split_top(tail) if tail is not None else []:
+        m = _UNREDUCED.fullmatch(term)
+        sub = _parse_sub(m.group(1)) if m else None
+        if sub is None:
+            raise ValueError(f"text={text!r}: cannot read unreduced part {term!r}; allowed: {{U_X}} or {{U_XY}}")
+        unreduced.extend(sub)
+    used = [a for ax in axes for a in ax] + unreduced
+    for a in used:
+        if used.count(a) > 1:
+            raise ValueError(f"text={text!r}: mesh axis {a!r} used twice in one array; allowed: each axis at most once")
+    for d in dims:
+        if dims.count(d) > 1:
+            raise ValueError(f"text={text!r}: dimension {d!r} appears twice; allowed: distinct names")
+    return ShardedArray(name=name, dims=tuple(dims), axes=tuple(axes), unreduced=tuple(unreduced))
+
+
+def _check_mesh(mesh: Mapping[str, int]) -> Mapping[str, int]:
+    if not isinstance(mesh, Mapping) or not mesh:
+        raise ValueError(f"mesh={mesh!r}: not a mesh; allowed: a non-empty dict of axis name -> size")
+    for a, n in mesh.items():
+        if not isinstance(a, str) or not re.fullmatch(_NAME, a):
+            raise ValueError(f"mesh={dict(mesh)!r}: axis name {a!r} is not a name; allowed: letters and digits")
+        if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"mesh[{a!r}]={n!r}: not a device count; allowed: an int >= 1")
+    return mesh
+
+
+def _check_element(bytes_per_element: float) -> None:
+    if (
+        isinstance(bytes_per_element, bool)
+        or not isinstance(bytes_per_element, numbers.Real)
+        or not math.isfinite(bytes_per_element)
+        or bytes_per_element <= 0
+    ):
+        raise ValueError(f"bytes_per_element={bytes_per_element!r}: not a positive number; allowed: > 0 (2 for bf16)")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanStep:
+    """One step of a sharded matmul: a collective or the local matmul.
+
+    Attributes:
+        op: `"AllGather"`, `"Matmul"`, `"AllReduce"` or `"ReduceScatter"`.
+        axes: mesh axes the collective runs over (empty for the matmul).
+        text: the step in notation, e.g. `"AllGather_X B[J_X, K] -> B[J, K]"`.
+        time_s: estimated time (s): `collectives` total for a collective, roofline lower bound
+            (max of compute and HBM time) for the matmul.
+    """
+
+    op: str
+    axes: tuple[str, ...]
+    text: str
+    time_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MatmulPlan:
+    """How to multiply two sharded operands, what it yields and what it costs.
+
+    time_lower_s = max(matmul.t_lower, comms_s) (communication hidden under compute, the book's
+    usual estimate); time_upper_s = matmul.t_upper + comms_s (nothing overlaps).
+
+    Attributes:
+        cases: the cases of Part 3 that apply (1 alone, or any of 2, 3, 4), sorted.
+        steps: collectives and the local matmul, in the order they run.
+        result: the sharding of the output, e.g. C[I_X, K_Y].
+        matmul: roofline of the local matmul on one device.
+        comms_s: sum of the collective times (s).
+    """
+
+    cases: tuple[int, ...]
+    steps: tuple[PlanStep, ...]
+    result: ShardedArray
+    matmul: RooflineTime
+    comms_s: float
+
+    @property
+    def time_lower_s(self) -> float:
+        """Estimate (s) when communication overlaps the local matmul perfectly."""
+        return max(self.matmul.t_lower, self.comms_s)
+
+    @property
+    def time_upper_s(self) -> float:
+        """Estimate (s) when nothing overlaps."""
+        return self.matmul.t_upper + self.comms_s
+
+
+_REDUCE = ("all_reduce", "reduce_scatter", "none")
+
+
+def _common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]
+
+
+def matmul_plan(
+    lhs: ShardedArray | str,
+    rhs: ShardedArray | str,
+    *,
+    contracting: str | tuple[str, str],
+    sizes: Mapping[str, int],
+    mesh: Mapping[str, int],
+    chip: Chip | str,
+    bytes_per_element: float = 2,
+    reduce: str = "all_reduce",
+    scatter_dim: str | None = None,
+    out_name: str = "C",
+    wraparound: bool | Mapping[str, bool] = True,
+    hop_latency_s: float = collectives.HOP_LATENCY_S,
+) -> MatmulPlan:
+    """Plan lhs ·_contracting rhs on a mesh: which case, which collectives, result sharding, time.
+
+    Steps: AllGather what cases 2 and 4 need (one multi-axis AllGather per operand), multiply the
+    local blocks (flops = 2 M K N of the local shapes, on bf16_flops_per_s and hbm_bytes_per_s),
+    then, in case 3, AllReduce or ReduceScatter the partial sums. The output dimensions are the
+    non-contracting dims of lhs, then those of rhs. Collective times come from
+    `collectives.collective_time` over ICI, with V the operand (or partial-sum) block one device
+    holds after a gather, or before a reduction.
+    Book: Part 3 (Sharded Matrices and How to Multiply Them), "Computation With Sharded Arrays".
+
+    Args:
+        lhs, rhs: operands, as `ShardedArray` or notation text; neither may be unreduced.
+        contracting: the dimension summed over, present in both; or a pair (lhs dim, rhs dim)
+            when the two names differ.
+        sizes: dimension name -> length (counts).
+        mesh: mesh axis name -> devices along it (counts).
+        chip: a `Chip` or a name for `hardware.get_chip`.
+        bytes_per_element: element width of operands and output (bytes; 2 for bf16).
+        reduce: in case 3, `"all_reduce"`, `"reduce_scatter"` (onto `scatter_dim`) or `"none"`
+            (leave C unreduced).
+        scatter_dim: output dimension a ReduceScatter shards; default the last one.
+        out_name: name of the output array.
+        wraparound: whether mesh axes are rings: a bool for all, or a bool per mesh axis.
+        hop_latency_s: fixed cost of one ICI hop (s).
+
+    Raises:
+        ValueError: a contracting dimension missing from an operand or with sizes that disagree;
+            a non-contracting dimension name in both operands; an unreduced operand; a mesh axis
+            used twice in one operand or missing from `mesh`; a size not divisible by its mesh
+            axes; an unknown `reduce` or `scatter_dim`; a `wraparound` mapping without some axis.
+    """
+    try:
+        chip = get_chip(chip)
+    except ValueError as err:
+        raise ValueError(f"chip={chip!r}: {str(err).split(': ', 1)[-1]}") from None
+    lhs = parse(lhs) if isinstance(lhs, str) else lhs
+    rhs = parse(rhs) if isinstance(rhs, str) else rhs
+    for name, arr in (("lhs", lhs), ("rhs", rhs)):
+        if not isinstance(arr, ShardedArray):
+            raise ValueError(f"{name}={arr!r}: not an array; allowed: a ShardedArray or notation text")
+        if arr.unreduced:
+            raise ValueError(f"{name}={str(arr)!r}: holds partial sums; allowed: an operand with no {{U_...}}")
+    if isinstance(contracting, str):
+        c_lhs = c_rhs = contracting
+    elif isinstance(contracting, tuple) and len(contracting) == 2 and all(isinstance(c, str) for c in contracting):
+        c_lhs, c_rhs = contracting
+    else:
+        raise ValueError(f"contracting={contracting!r}: not a dimension name; allowed: a name or a (lhs, rhs) pair")
+    for name, arr, dim in (("lhs", lhs, c_lhs), ("rhs", rhs, c_rhs)):
+        if dim not in arr.dims:
+            raise ValueError(
+                f"contracting={contracting!r}: {dim!r} is not a dimension of {name} {arr}; "
+                f"allowed: {', '.join(arr.dims)}"
+            )
+    lhs.local_shape(sizes, mesh)
+    rhs.local_shape(sizes, mesh)
+    if sizes[c_lhs] != sizes[c_rhs]:
+        raise ValueError(
+            f"contracting={contracting!r}: sizes disagree ({c_lhs}={sizes[c_lhs]}, {c_rhs}={sizes[c_rhs]}); "
+            "allowed: equal lengths"
+        )
+    out_dims = [d for d in lhs.dims if d != c_lhs] + [d for d in rhs.dims if d != c_rhs]
+    for d in out_dims:
+        if out_dims.count(d) > 1:
+            raise ValueError(
+                f"rhs={str(rhs)!r}: non-contracting dimension {d!r} is also in lhs {lhs}; "
+                "allowed: distinct names (batched matmuls are not modelled)"
+            )
+    if reduce not in _REDUCE:
+        raise ValueError(f"reduce={reduce!r}: unknown; allowed: {', '.join(_REDUCE)}")
+    if scatter_dim is not None and scatter_dim not in out_dims:
+        raise ValueError(f"scatter_dim={scatter_dim!r}: not an output dimension; allowed: {', '.join(out_dims)}")
+    if isinstance(wraparound, Mapping):
+        missing = [a for a in mesh if not isinstance(wraparound.get(a), bool)]
+        if missing:
+            raise ValueError(
+                f"wraparound={dict(wraparound)!r}: no bool for mesh axis {missing[0]!r}; allowed: one per axis"
+            )
+    elif not isinstance(wraparound, bool):
+        raise ValueError(f"wraparound={wraparound!r}: not a bool or mapping; allowed: True, False or axis -> bool")
+
+    def collective(op: str, v: float, axes: tuple[str, ...]) -> float:
+        wraps = tuple(wraparound[a] if isinstance(wraparound, Mapping) else wraparound for a in axes)
+        sizes_ = tuple(mesh[a] for a in axes)
+        return collectives.collective_time(op, v, sizes_, chip, wraparound=wraps, hop_latency_s=hop_latency_s).total_s
+
+    cases: set[int] = set()
+    a_lhs, a_rhs = lhs.axes_of(c_lhs), rhs.axes_of(c_rhs)
+    shared = _common_prefix(a_lhs, a_rhs)
+    gather = {"lhs": list(a_lhs[len(shared) :]), "rhs": list(a_rhs[len(shared) :])}
+    if a_lhs != a_rhs:
+        cases.add(2)
+    if shared:
+        cases.add(3)
+    lhs_g, rhs_g = lhs.all_gather(*gather["lhs"]), rhs.all_gather(*gather["rhs"])
+    nc_lhs = {a for d, ax in zip(lhs_g.dims, lhs_g.axes, strict=True) if d != c_lhs for a in ax}
+    nc_rhs = [a for d, ax in zip(rhs_g.dims, rhs_g.axes, strict=True) if d != c_rhs for a in ax]
+    clash = tuple(a for a in nc_rhs if a in nc_lhs)
+    if clash:
+        cases.add(4)
+        lhs_bytes = lhs_g.all_gather(*clash).local_bytes(sizes, mesh, bytes_per_element)
+        rhs_bytes = rhs_g.all_gather(*clash).local_bytes(sizes, mesh, bytes_per_element)
+        side = "lhs" if lhs_bytes <= rhs_bytes else "rhs"
+        gather[side].extend(clash)
+
+    steps: list[PlanStep] = []
+    ready = {}
+    for side, arr in (("lhs", lhs), ("rhs", rhs)):
+        axes = tuple(gather[side])
+        ready[side] = arr.all_gather(*axes)
+        if axes:
+            v = ready[side].local_bytes(sizes, mesh, bytes_per_element)
+            text = f"AllGather_{_sub(axes)} {arr} -> {ready[side]}"
+            steps.append(PlanStep(op="AllGather", axes=axes, text=text, time_s=collective("all_gather", v, axes)))
+
+    left, right = ready["lhs"], ready["rhs"]
+    out_axes = [ax for d, ax in zip(left.dims, left.axes, strict=True) if d != c_lhs]
+    out_axes += [ax for d, ax in zip(right.dims, right.axes, strict=True) if d != c_rhs]
+    result = ShardedArray(name=out_name, dims=tuple(out_dims), axes=tuple(out_axes), unreduced=shared)
+    shape_l, shape_r = left.local_shape(sizes, mesh), right.local_shape(sizes, mesh)
+    m = math.prod(s for d, s in zip(left.dims, shape_l, strict=True) if d != c_lhs)
+    n = math.prod(s for d, s in zip(right.dims, shape_r, strict=True) if d != c_rhs)
+    k = shape_l[left.dims.index(c_lhs)]
+    _check_element(bytes_per_element)
+    cost = matmul_cost(m, k, n, bytes_per_element, bytes_per_element, bytes_per_element)
+    local = roofline_time(cost.flops, cost.bytes, chip.bf16_flops_per_s, chip.hbm_bytes_per_s)
+    steps.append(PlanStep(op="Matmul", axes=(), text=f"{left} ·_{c_lhs} {right} -> {result}", time_s=local.t_lower))
+
+    if shared and reduce != "none":
+        v = result.local_bytes(sizes, mesh, bytes_per_element)
+        if reduce == "all_reduce":
+            done = result.all_reduce(*shared)
+            steps.append(
+                PlanStep(
+                    op="AllReduce",
+                    axes=shared,
+                    text=f"AllReduce_{_sub(shared)} {result} -> {done}",
+                    time_s=collective("all_reduce", v, shared),
+                )
+            )
+        else:
+            dim = scatter_dim or out_dims[-1]
+            done = result.reduce_scatter(*shared, dim=dim)
+            done.local_shape(sizes, mesh)
+            steps.append(
+                PlanStep(
+                    op="ReduceScatter",
+                    axes=shared,
+                    text=f"ReduceScatter_{{{','.join(shared)},{dim}}} {result} -> {done}",
+                    time_s=collective("reduce_scatter", v, shared),
+                )
+            )
+        result = done
+    comms_s = sum(s.time_s for s in steps if s.op != "Matmul")
+    return MatmulPlan(
+        cases=tuple(sorted(cases)) or (1,),
+        steps=tuple(steps),
+        result=result,
+        matmul=local,
+        comms_s=comms_s,
+    )

@@ -1,0 +1,513 @@
+"""Transformer bookkeeping: parameter counts, FLOPs per token, KV-cache size and training memory.
+
+One `TransformerConfig` describes a decoder-only Transformer with grouped-query attention, an
+(optionally gated) MLP that may be split into experts, RMSNorm weights and an input embedding with
+an optional separate output layer. Its methods turn the shapes into counts:
+
+    params per layer  = D (N + 2K) H [+ (N + 2K) H biases] + N H D + E m D F [+ D E router] + n_norm D
+    params            = V D + L * (params per layer) + D [+ D V when not tied]
+    FLOPs per token   = 2 * (weights touched per token) + 4 L S N H      (forward, bidirectional)
+
+with L layers, D = d_model, F = d_ff, N query heads, K key/value heads, H = head_dim, V = vocab,
+E experts of m = 3 (gated) or 2 matrices each, n_norm norms per layer and S keys attended to.
+Presets (`MODELS`, `get_model`) hold released checkpoints, each with the Hugging Face config it
+comes from, and the made-up models of the book's worked problems. Pure math: no JAX here.
+
+Book: Part 4 (Transformers), "Global FLOPs and Params Calculation"; Part 6 (Training LLaMA 3 on TPUs).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import numbers
+from dataclasses import KW_ONLY, asdict, dataclass
+from types import MappingProxyType
+
+__all__ = [
+    "TransformerConfig",
+    "ParamBreakdown",
+    "FlopsBreakdown",
+    "TrainingMemory",
+    "REMAT_POLICIES",
+    "SAVE_ALL_D_MULTIPLE",
+    "MODELS",
+    "get_model",
+    "model_names",
+]
+
+REMAT_POLICIES = ("none", "block", "mlp_matmuls", "big_matmuls", "custom")
+# The book's rough tally of intermediates a layer keeps per token without rematerialisation, in units
+# of one d_model-wide array (Part 4, "Gradient checkpointing").
+SAVE_ALL_D_MULTIPLE = 20
+_MATMUL_GROUPS = ("layers", "qkvo", "model")
+
+
+def _real(name: str, value: float) -> float:
+    """`value` when it is a finite real number >= 0, else ValueError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name}={value!r}: not a non-negative finite number; allowed: finite >= 0")
+    return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParamBreakdown:
+    """Parameter counts of one model split by component; `total` is their sum (counts).
+
+    embedding = V D; attention = L (2 D N H + 2 D K H [+ (N + 2K) H]); mlp = L E_used m D F;
+    router = L D E (MoE only); norms = L n_norm D + D; output = D V (0 when tied).
+    """
+
+    embedding: int
+    attention: int
+    mlp: int
+    router: int
+    norms: int
+    output: int
+
+    @property
+    def total(self) -> int:
+        """Sum of all components (count)."""
+        return self.embedding + self.attention + self.mlp + self.router + self.norms + self.output
+
+    def as_dict(self) -> dict[str, int]:
+        """The components as a plain dict, in field order (for tables and plots)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlopsBreakdown:
+    """FLOPs spent on ONE token, split by where they go; `total_flops` is their sum.
+
+    qkvo_flops: the four attention projections; mlp_flops: the MLPs of the active experts;
+    router_flops: the MoE gate; output_flops: the unembedding; attention_flops: the two products
+    with the keys and values (QK^T and AV). All already include the training factor when asked for.
+    """
+
+    qkvo_flops: float
+    mlp_flops: float
+    router_flops: float
+    output_flops: float
+    attention_flops: float
+
+    @property
+    def layer_matmul_flops(self) -> float:
+        """Weight matmuls inside the layers: qkvo + mlp + router (FLOPs)."""
+        return self.qkvo_flops + self.mlp_flops + self.router_flops
+
+    @property
+    def matmul_flops(self) -> float:
+        """Every weight matmul, the output layer included (FLOPs)."""
+        return self.layer_matmul_flops + self.output_flops
+
+    @property
+    def total_flops(self) -> float:
+        """Weight matmuls plus dot-product attention (FLOPs)."""
+        return self.matmul_flops + self.attention_flops
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainingMemory:
+    """Bytes one training step keeps alive, summed over all chips (divide by the chip count yourself).
+
+    params_bytes = P bytes_per_param; grads_bytes = P bytes_per_grad;
+    optimizer_bytes = P optimizer_bytes_per_param; activations_bytes = batch_tokens L a bytes_per_activation,
+    with P every parameter of the checkpoint and a the values saved per token per layer (see `remat`).
+    """
+
+    params_bytes: float
+    grads_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    remat: str
+
+    @property
+    def total_bytes(self) -> float:
+        """Parameters + gradients + optimizer state + saved activations (bytes)."""
+        return self.params_bytes + self.grads_bytes + self.optimizer_bytes + self.activations_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class TransformerConfig:
+    """Shapes of a decoder-only Transformer; every count below is derived from these fields.
+
+    Attributes:
+        n_layers: L, Transformer blocks.
+        d_model: D, width of the residual stream.
+        d_ff: F, hidden width of ONE expert's MLP.
+        n_heads: N, query heads.
+        n_kv_heads: K, key/value heads (K = N: multi-head, K = 1: multi-query); must divide N.
+        head_dim: H, width of one head (need not equal D / N).
+        vocab_size: V, rows of the embedding table.
+        tied_embeddings: the output layer reuses the input embedding (no separate D x V matrix).
+        gated_mlp: three MLP matrices (two up-projections multiplied elementwise, one down) instead of two.
+        n_experts: E, MLP copies per layer (1 for a dense model).
+        experts_per_token: k, experts each token is routed to (k <= E).
+        qkv_bias: the q, k and v projections carry a bias vector.
+        norms_per_layer: D-wide norm scale vectors per block (2 for pre-norm, 4 for Gemma 2's sandwich norm).
+        name: preset name (`"llama-3-70b"`), empty for ad-hoc configs.
+        source: where the numbers come from (the Hugging Face config.json URL for released models).
+
+    Raises:
+        ValueError: a non-positive size, N not divisible by K, k > E, or a negative norm count.
+    """
+
+    n_layers: int
+    d_model: int
+    d_ff: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    _: KW_ONLY
+    tied_embeddings: bool = False
+    gated_mlp: bool = True
+    n_experts: int = 1
+    experts_per_token: int = 1
+    qkv_bias: bool = False
+    norms_per_layer: int = 2
+    name: str = ""
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        where = f" in model {self.name!r}" if self.name else ""
+        sizes = (
+            "n_layers",
+            "d_model",
+            "d_ff",
+            "n_heads",
+            "n_kv_heads",
+            "head_dim",
+            "vocab_size",
+            "n_experts",
+            "experts_per_token",
+        )
+        for attr in sizes:
+            value = getattr(self, attr)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ValueError(f"{attr}={value!r}: not a positive integer{where}; allowed: int >= 1")
+        value = self.norms_per_layer
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+            raise ValueError(f"norms_per_layer={value!r}: not a non-negative integer{where}; allowed: int >= 0")
+        for attr in ("tied_embeddings", "gated_mlp", "qkv_bias"):
+            if not isinstance(getattr(self, attr), bool):
+                raise ValueError(f"{attr}={getattr(self, attr)!r}: not a bool{where}; allowed: True, False")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(
+                f"n_kv_heads={self.n_kv_heads!r}: does not divide n_heads={self.n_heads}{where}; "
+                f"allowed: a divisor of {self.n_heads}"
+            )
+        if self.experts_per_token > self.n_experts:
+            raise ValueError(
+                f"experts_per_token={self.experts_per_token!r}: more than n_experts={self.n_experts}{where}; "
+                f"allowed: 1 .. {self.n_experts}"
+            )
+
+    # ----- parameters -------------------------------------------------------------------------------
+
+    @property
+    def is_moe(self) -> bool:
+        """True when the MLP is split into more than one expert."""
+        return self.n_experts > 1
+
+    @property
+    def mlp_matrices(self) -> int:
+        """Weight matrices in one expert's MLP: 3 when gated, else 2 (count)."""
+        return 3 if self.gated_mlp else 2
+
+    @property
+    def qkvo_weights_per_layer(self) -> int:
+        """Weights of the q, k, v and o projections of one layer, biases excluded (count).
+
+        = D N H (q) + 2 D K H (k, v) + N H D (o) = 2 D (N + K) H
+        """
+        return 2 * self.d_model * (self.n_heads + self.n_kv_heads) * self.head_dim
+
+    def param_breakdown(self, *, active: bool = False) -> ParamBreakdown:
+        """Parameters by component (counts); with `active=True` only the k routed experts count.
+
+        embedding = V D
+        attention = L (D N H + 2 D K H + N H D + [(N + 2K) H if qkv_bias])
+        mlp       = L E' m D F, E' = E (all) or k (active), m = 3 gated / 2 plain
+        router    = L D E when E > 1, else 0 (a token always goes through the whole gate)
+        norms     = L n_norm D + D (the final norm)
+        output    = D V, or 0 when the embedding is tied
+        Book: Part 4 (Transformers), "Global FLOPs and Params Calculation"; Part 6, "Counting parameters and FLOPs".
+        """
+        L, D, F = self.n_layers, self.d_model, self.d_ff
+        bias = (self.n_heads + 2 * self.n_kv_heads) * self.head_dim if self.qkv_bias else 0
+        experts = self.experts_per_token if active else self.n_experts
+        return ParamBreakdown(
+            embedding=self.vocab_size * D,
+            attention=L * (self.qkvo_weights_per_layer + bias),
+            mlp=L * experts * self.mlp_matrices * D * F,
+            router=L * D * self.n_experts if self.is_moe else 0,
+            norms=L * self.norms_per_layer * D + D,
+            output=0 if self.tied_embeddings else D * self.vocab_size,
+        )
+
+    def param_count(self) -> int:
+        """Every weight in the checkpoint (count): `param_breakdown().total`.
+
+        Book: Part 4 (Transformers), "Global FLOPs and Params Calculation".
+        """
+        return self.param_breakdown().total
+
+    def active_param_count(self) -> int:
+        """Weights one token passes through (count): as `param_count` but with k of the E experts.
+
+        Book: Part 4 (Transformers), "Sparsity and Mixture-of-Experts".
+        """
+        return self.param_breakdown(active=True).total
+
+    # ----- FLOPs ------------------------------------------------------------------------------------
+
+    def flops_breakdown(self, seq_len: float, *, training: bool = True, causal: bool = False) -> FlopsBreakdown:
+        """FLOPs for ONE token attending to `seq_len` keys, split by component (FLOPs).
+
+        Convention (the book's): a matmul costs 2 FLOPs per weight per token (one multiply, one add);
+        the embedding lookup, norms, biases, activations and softmax are free.
+            qkvo      = 2 L (2 D N H + 2 D K H)
+            mlp       = 2 L k m D F            (the k active experts only)
+            router    = 2 L D E                (MoE only)
+            output    = 2 D V                  (the unembedding runs even when tied)
+            attention = 2 * 2 L S N H          (QK^T and AV; halved when causal)
+        Training multiplies every term by 3: the backward pass costs twice the forward one.
+        Book: Part 4 (Transformers), "Forwards and reverse FLOPs" and "Global FLOPs and Params Calculation".
+
+        Args:
+            seq_len: S, keys each query attends to (count, >= 0); 0 gives the 6 * params rule.
+            training: forward plus backward (x3) when True, forward only when False.
+            causal: each query sees on average half the keys, so the attention term is halved.
+
+        Raises:
+            ValueError: a negative or non-finite seq_len, or non-bool flags.
+        """
+        _real("seq_len", seq_len)
+        for flag, value in (("training", training), ("causal", causal)):
+            if not isinstance(value, bool):
+                raise ValueError(f"{flag}={value!r}: not a bool; allowed: True, False")
+        active = self.param_breakdown(active=True)
+        factor = 2.0 * (3 if training else 1)
+        attention = 2.0 * 2 * self.n_layers * seq_len * self.n_heads * self.head_dim * (0.5 if causal else 1.0)
+        return FlopsBreakdown(
+            qkvo_flops=factor * self.n_layers * self.qkvo_weights_per_layer,
+            mlp_flops=factor * active.mlp,
+            router_flops=factor * active.router,
+            output_flops=factor * self.d_model * self.vocab_size,
+            attention_flops=attention * (3 if training else 1),
+        )
+
+    def flops_per_token(self, seq_len: float, *, training: bool = True, causal: bool = False) -> float:
+        """FLOPs to process one token with `seq_len` keys in view: `flops_breakdown(...).total_flops`.
+
+        = factor * (2 * matmul weights used per token + 4 L S N H [/ 2 if causal]), factor 3 when training.
+        Book: Part 4 (Transformers), "General rule of thumb for Transformer FLOPs".
+        """
+        return self.flops_breakdown(seq_len, training=training, causal=causal).total_flops
+
+    def _matmul_group_flops(self, breakdown: FlopsBreakdown, against: str) -> float:
+        if against not in _MATMUL_GROUPS:
+            raise ValueError(f"against={against!r}: unknown matmul group; allowed: {', '.join(_MATMUL_GROUPS)}")
+        if against == "qkvo":
+            return breakdown.qkvo_flops
+        return breakdown.layer_matmul_flops if against == "layers" else breakdown.matmul_flops
+
+    def attention_flops_ratio(self, seq_len: float, *, causal: bool = False, against: str = "layers") -> float:
+        """Dot-product attention FLOPs over weight-matmul FLOPs at `seq_len` (ratio; same in training).
+
+        ratio = 4 L S N H / matmul, with matmul one of
+            "layers": qkvo + mlp + router (the book's per-layer comparison; S / 8D for MHA, F = 4D, gated)
+            "qkvo":   the four attention projections only
+            "model":  every weight matmul, the output layer included
+        Book: Part 4 (Transformers), "Fractional cost of attention with context length".
+
+        Raises:
+            ValueError: negative seq_len or an unknown `against`.
+        """
+        breakdown = self.flops_breakdown(seq_len, training=False, causal=causal)
+        return breakdown.attention_flops / self._matmul_group_flops(breakdown, against)
+
+    def attention_crossover_seq_len(self, *, causal: bool = False, against: str = "layers") -> float:
+        """Keys per query at which dot-product attention costs as much as the chosen matmuls (count).
+
+        S* = matmul / (4 L N H) (times 2 when causal); `against` as in `attention_flops_ratio`.
+        MHA, gated, F = 4D: S* = 8D against "layers" and S* = 2D against "qkvo".
+        Book: Part 4 (Transformers), "Fractional cost of attention with context length"; Question 4.5.
+        """
+        per_key = self.flops_breakdown(1, training=False, causal=causal)
+        return self._matmul_group_flops(per_key, against) / per_key.attention_flops
+
+    # ----- memory -----------------------------------------------------------------------------------
+
+    def kv_cache_bytes_per_token(self, bytes_per_value: float = 2) -> float:
+        """Bytes of keys and values cached for one token of one sequence (bytes).
+
+        kv = 2 (K and V) * L * K * H * bytes_per_value  (2 for bf16, 1 for int8)
+        Book: Part 4 (Transformers), "Key-Value (KV) caching"; Part 7, "What about memory?".
+
+        Raises:
+            ValueError: bytes_per_value not positive.
+        """
+        if not _real("bytes_per_value", bytes_per_value) > 0:
+            raise ValueError(f"bytes_per_value={bytes_per_value!r}: not positive; allowed: > 0")
+        return 2 * self.n_layers * self.n_kv_heads * self.head_dim * bytes_per_value
+
+    def saved_values_per_token_layer(
+        self, remat: str = "block", *, checkpoints_per_layer: float | None = None
+    ) -> float:
+        """Activation values one layer keeps per token for the backward pass under `remat` (count).
+
+        "none":        20 D  (the book's rough count of every intermediate; nothing recomputed)
+        "block":       D     (only the layer input; the backward pass reruns the whole forward)
+        "mlp_matmuls": k ((m - 1) F + D)  (outputs of the MLP matmuls; m = 3 gated gives 2F + D)
+        "big_matmuls": N H + 2 K H + D + k ((m - 1) F + D)  (outputs of q, k, v, o and the MLP matmuls)
+        "custom":      checkpoints_per_layer * D  (the book's "c checkpoints per layer", e.g. 4 in Part 6)
+        Widths are the real output widths; the book's "about 7 per layer" for big matmuls counts each as D.
+        Book: Part 4 (Transformers), "Gradient checkpointing"; Part 5, Q2; Part 6, "Counting parameters and FLOPs".
+
+        Raises:
+            ValueError: unknown policy, or checkpoints_per_layer given with a named policy / missing for custom.
+        """
+        if remat not in REMAT_POLICIES:
+            raise ValueError(f"remat={remat!r}: unknown rematerialisation policy; allowed: {', '.join(REMAT_POLICIES)}")
+        if (remat == "custom") != (checkpoints_per_layer is not None):
+            raise ValueError(
+                f"checkpoints_per_layer={checkpoints_per_layer!r}: only used with remat='custom' (got {remat!r}); "
+                "allowed: a number >= 0 with 'custom', None otherwise"
+            )
+        D, k = self.d_model, self.experts_per_token
+        mlp_outputs = k * ((self.mlp_matrices - 1) * self.d_ff + D)
+        if remat == "custom":
+            return _real("checkpoints_per_layer", checkpoints_per_layer) * D
+        return {
+            "none": SAVE_ALL_D_MULTIPLE * D,
+            "block": D,
+            "mlp_matmuls": mlp_outputs,
+            "big_matmuls": (self.n_heads + 2 * self.n_kv_heads) * self.head_dim + D + mlp_outputs,
+        }[remat]
+
+    def training_memory(
+        self,
+        *,
+        batch_tokens: float,
+        bytes_per_param: float = 2,
+        bytes_per_grad: float = 2,
+        optimizer_bytes_per_param: float = 8,
+        bytes_per_activation: float = 2,
+        remat: str = "block",
+        checkpoints_per_layer: float | None = None,
+    ) -> TrainingMemory:
+        """Bytes a training step holds across all chips, by kind (bytes).
+
+        params_bytes      = P * bytes_per_param            (P = param_count(), every expert)
+        grads_bytes       = P * bytes_per_grad
+        optimizer_bytes   = P * optimizer_bytes_per_param  (Adam: two fp32 moments = 8)
+        activations_bytes = batch_tokens * L * saved_values_per_token_layer(remat) * bytes_per_activation
+        The book's tallies (Part 5 Question 2, Part 6) count no gradients: pass bytes_per_grad=0 to match
+        them. Logits, softmax buffers and other temporaries that the policy does not name are left out.
+        Book: Part 4 (Transformers), "Gradient checkpointing"; Part 6, "Counting parameters and FLOPs".
+
+        Args:
+            batch_tokens: tokens per step, B * T (count, >= 0).
+            bytes_per_param, bytes_per_grad: 2 for bf16, 4 for fp32 (bytes, >= 0).
+            optimizer_bytes_per_param: optimizer state per parameter (bytes, >= 0; 8 for Adam in fp32).
+            bytes_per_activation: width of a saved activation value (bytes, >= 0).
+            remat: one of `REMAT_POLICIES`, see `saved_values_per_token_layer`.
+            checkpoints_per_layer: D-wide arrays saved per layer, only with remat="custom".
+
+        Raises:
+            ValueError: a negative amount or an unknown policy.
+        """
+        for name, value in (
+            ("batch_tokens", batch_tokens),
+            ("bytes_per_param", bytes_per_param),
+            ("bytes_per_grad", bytes_per_grad),
+            ("optimizer_bytes_per_param", optimizer_bytes_per_param),
+            ("bytes_per_activation", bytes_per_activation),
+        ):
+            _real(name, value)
+        saved = self.saved_values_per_token_layer(remat, checkpoints_per_layer=checkpoints_per_layer)
+        n_params = self.param_count()
+        return TrainingMemory(
+            params_bytes=float(n_params * bytes_per_param),
+            grads_bytes=float(n_params * bytes_per_grad),
+            optimizer_bytes=float(n_params * optimizer_bytes_per_param),
+            activations_bytes=float(batch_tokens * self.n_layers * saved * bytes_per_activation),
+            remat=remat,
+        )
+
+
+# ----- presets ----------------------------------------------------------------------------------------
+
+_HF = "https://huggingface.co/{}/blob/main/config.json"
+_BOOK = "How to Scale Your Model, {}"
+
+
+def _llama(name: str, repo: str, L: int, D: int, F: int, N: int, K: int, V: int, **kw) -> TransformerConfig:
+    return TransformerConfig(L, D, F, N, K, 128, V, name=name, source=_HF.format(repo), **kw)
+
+
+_ALL = (
+    _llama("llama-2-7b", "meta-llama/Llama-2-7b-hf", 32, 4096, 11008, 32, 32, 32000),
+    _llama("llama-2-13b", "meta-llama/Llama-2-13b-hf", 40, 5120, 13824, 40, 40, 32000),
+    _llama("llama-2-70b", "meta-llama/Llama-2-70b-hf", 80, 8192, 28672, 64, 8, 32000),
+    _llama("llama-3-8b", "meta-llama/Meta-Llama-3-8B", 32, 4096, 14336, 32, 8, 128256),
+    _llama("llama-3-70b", "meta-llama/Meta-Llama-3-70B", 80, 8192, 28672, 64, 8, 128256),
+    _llama("llama-3.1-405b", "meta-llama/Llama-3.1-405B", 126, 16384, 53248, 128, 8, 128256),
+    _llama("mistral-7b", "mistralai/Mistral-7B-v0.1", 32, 4096, 14336, 32, 8, 32000),
+    _llama(
+        "mixtral-8x7b", "mistralai/Mixtral-8x7B-v0.1", 32, 4096, 14336, 32, 8, 32000, n_experts=8, experts_per_token=2
+    ),
+    _llama(
+        "gemma-2-27b", "google/gemma-2-27b", 46, 4608, 36864, 32, 16, 256000, tied_embeddings=True, norms_per_layer=4
+    ),
+    _llama("qwen2.5-72b", "Qwen/Qwen2.5-72B", 80, 8192, 29568, 64, 8, 152064, qkv_bias=True),
+    # Worked problems of the book. Part 4 Q1: D = 4096, F = 4D, V = 32,000, L = 64, MHA with N H = D
+    # (we pick N = 32, H = 128); untied, one D-wide norm per layer as in the book's "Other: D" row.
+    TransformerConfig(
+        64, 4096, 16384, 32, 32, 128, 32000, norms_per_layer=1, name="book-ch4-q1", source=_BOOK.format("Part 4, Q1")
+    ),
+    # Part 7 problems: a LLaMA-2-13B-like model with GQA, H = 256 (so N H = 2D) and shared embeddings.
+    TransformerConfig(
+        64, 4096, 16384, 32, 8, 256, 32128, tied_embeddings=True, name="book-ch7", source=_BOOK.format("Part 7, Q1-Q4")
+    ),
+)
+
+MODELS: MappingProxyType[str, TransformerConfig] = MappingProxyType({model.name: model for model in _ALL})
+# Other spellings of a preset (the book writes "LLaMA 3-405B" for the 3.1 checkpoint).
+_ALIASES = {"llama-3-405b": "llama-3.1-405b", "mistral-7b-v0.1": "mistral-7b", "book-ch7-q1": "book-ch7"}
+
+
+def _key(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch not in " -_.")
+
+
+_BY_KEY = {_key(name): model for name, model in MODELS.items()} | {
+    _key(alias): MODELS[target] for alias, target in _ALIASES.items()
+}
+
+
+def model_names() -> tuple[str, ...]:
+    """Canonical preset names, in table order."""
+    return tuple(MODELS)
+
+
+def get_model(name: str | TransformerConfig) -> TransformerConfig:
+    """The preset called `name`; case, spaces, dashes, underscores and dots are ignored.
+
+    `get_model("LLaMA 3 70B") == get_model("llama_3_70b")`. A `TransformerConfig` is returned as is.
+
+    Raises:
+        ValueError: unknown name; the message lists the closest known names.
+    """
+    if isinstance(name, TransformerConfig):
+        return name
+    if not isinstance(name, str):
+        raise ValueError(f"name={name!r}: not a model name; allowed: {', '.join(MODELS)}")
+    model = _BY_KEY.get(_key(name))
+    if model is None:
+        close = difflib.get_close_matches(_key(name), list(_BY_KEY), n=3, cutoff=0.5)
+        hint = ", ".join(dict.fromkeys(_BY_KEY[c].name for c in close)) or "none"
+        raise ValueError(f"name={name!r}: unknown model; closest: {hint}; allowed: {', '.join(MODELS)}")
+    return model

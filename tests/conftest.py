@@ -1,0 +1,8 @@
+"""Shared test set-up: the repository root on sys.path (for `exercises.keys`) and its paths."""
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))

@@ -1,0 +1,103 @@
+"""book_lib.hardware: the figures against their sources, the name lookup, bad input."""
+
+import dataclasses
+
+import pytest
+
+from book_lib import hardware
+from book_lib.hardware import CHIPS, Chip, chip_from_device_kind, get_chip
+
+CANONICAL = ("tpu-v2", "tpu-v3", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-7x", "a100", "h100", "h200", "b200")
+
+
+def test_every_canonical_chip_is_there_in_order():
+    assert hardware.chip_names() == CANONICAL
+
+
+@pytest.mark.parametrize(
+    ("name", "bf16", "int8", "hbm_bw", "ici"),
+    [
+        # the reference book's Part 2 tables (FLOPs/s, OPs/s, bytes/s, one-way bytes/s per link)
+        ("tpu-v3", 1.4e14, 1.4e14, 9.0e11, 1e11),
+        ("tpu-v4", 2.75e14, 2.75e14, 1.2e12, 4.5e10),
+        ("tpu-v5p", 4.59e14, 9.18e14, 2.8e12, 9e10),
+        ("tpu-v5e", 1.97e14, 3.94e14, 8.1e11, 4.5e10),
+        ("tpu-v6e", 9.2e14, 1.84e15, 1.6e12, 9e10),
+        # NVIDIA spec sheets, dense (half the with-sparsity figure)
+        ("h100", 9.89e14, 1.979e15, 3.35e12, 2.5e10),
+        ("h200", 9.89e14, 1.979e15, 4.8e12, 2.5e10),
+        ("a100", 3.12e14, 6.24e14, 2.039e12, 2.5e10),
+    ],
+)
+def test_figures_match_their_sources(name, bf16, int8, hbm_bw, ici):
+    chip = CHIPS[name]
+    assert (chip.bf16_flops_per_s, chip.int8_ops_per_s, chip.hbm_bytes_per_s, chip.ici_bytes_per_s) == (
+        bf16,
+        int8,
+        hbm_bw,
+        ici,
+    )
+
+
+def test_pod_and_host_shapes_from_the_book():
+    assert CHIPS["tpu-v5e"].chips_per_pod == 256 and CHIPS["tpu-v5e"].chips_per_host == 8
+    assert CHIPS["tpu-v5p"].chips_per_pod == 8960 and CHIPS["tpu-v5p"].chips_per_host == 4
+    assert CHIPS["tpu-v4"].pod_shape == (16, 16, 16)
+    assert CHIPS["tpu-v5e"].vmem_bytes == 128 * 2**20
+    assert CHIPS["tpu-v6e"].mxu_size == 256 and CHIPS["tpu-v5e"].mxu_size == 128
+
+
+def test_every_chip_cites_a_source_and_is_frozen():
+    for chip in CHIPS.values():
+        assert "http" in chip.source or "How to Scale" in chip.source, chip.name
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            chip.bf16_flops_per_s = 1.0  # type: ignore[misc]
+
+
+def test_table_is_read_only():
+    with pytest.raises(TypeError):
+        CHIPS["new"] = CHIPS["h100"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("spelling", ["v5e", "TPU v5e", "tpu-v5e", "tpu_v5e", "TPUv5e", " V5E "])
+def test_lookup_ignores_case_spaces_dashes_underscores(spelling):
+    assert get_chip(spelling) is CHIPS["tpu-v5e"]
+
+
+def test_lookup_passes_a_chip_through():
+    assert get_chip(CHIPS["h100"]) is CHIPS["h100"]
+
+
+def test_unknown_chip_lists_close_matches():
+    with pytest.raises(ValueError, match=r"name='v5x'.*closest: .*tpu-v5") as err:
+        get_chip("v5x")
+    assert "allowed:" in str(err.value)
+
+
+def test_non_string_name_is_rejected():
+    with pytest.raises(ValueError, match="name=5"):
+        get_chip(5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kind", "name"),
+    [("TPU v5 lite", "tpu-v5e"), ("TPU v5p", "tpu-v5p"), ("TPU v4", "tpu-v4"), ("NVIDIA H100 80GB HBM3", "h100")],
+)
+def test_device_kind_maps_to_chip(kind, name):
+    assert chip_from_device_kind(kind) is CHIPS[name]
+
+
+def test_cpu_device_kind_is_no_chip():
+    assert chip_from_device_kind("cpu") is None
+
+
+def test_bad_fields_raise_naming_the_field():
+    good = dataclasses.asdict(CHIPS["tpu-v5e"])
+    with pytest.raises(ValueError, match="hbm_bytes_per_s=0"):
+        Chip(**{**good, "hbm_bytes_per_s": 0})
+    with pytest.raises(ValueError, match="family='npu'"):
+        Chip(**{**good, "family": "npu"})
+    with pytest.raises(ValueError, match="ici_topology='ring'"):
+        Chip(**{**good, "ici_topology": "ring"})
+    with pytest.raises(ValueError, match="pod_shape=\\(0, 16\\)"):
+        Chip(**{**good, "pod_shape": (0, 16)})

@@ -1,0 +1,108 @@
+"""book_lib.devices, bench, hlo and plots: the parts that touch JAX or matplotlib."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import pytest  # noqa: E402
+from jax import P  # noqa: E402
+
+from book_lib import bench, devices, hlo, plots  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def eight_devices():
+    return devices.setup(8)
+
+
+def test_setup_gives_eight_cpu_devices_here(eight_devices, capsys):
+    assert eight_devices.virtual and eight_devices.mesh_platform == "cpu"
+    assert devices.n_devices() == 8 and len(devices.mesh_devices()) == 8
+    assert devices.setup(8) is eight_devices, "a second call keeps the first choice"
+    assert "virtual CPU devices" in capsys.readouterr().out
+    assert devices.chip() is None and not devices.pallas_compiles()
+
+
+def test_setup_rejects_bad_n():
+    with pytest.raises(ValueError, match="n=0"):
+        devices.setup(0)
+
+
+def test_mesh_shapes_divide_the_devices():
+    assert devices.mesh_shape(1) == (8,)
+    assert devices.mesh_shape(2) == (4, 2)
+    assert devices.mesh_shape(3) == (2, 2, 2)
+    with pytest.raises(ValueError, match="n_axes=0"):
+        devices.mesh_shape(0)
+
+
+def test_make_mesh_axis_types_and_errors():
+    mesh = devices.make_mesh((4, 2), ("X", "Y"), axis_types="auto")
+    assert dict(mesh.shape) == {"X": 4, "Y": 2}
+    assert all(t == jax.sharding.AxisType.Auto for t in mesh.axis_types)
+    with pytest.raises(ValueError, match="axis_types='manual'"):
+        devices.make_mesh((2,), ("X",), axis_types="manual")
+    with pytest.raises(ValueError, match=r"shape=\(4, 4\)"):
+        devices.make_mesh((4, 4), ("X", "Y"))
+    with pytest.raises(ValueError, match=r"shape=\(2,\)"):
+        devices.make_mesh((2,), ("X", "Y"))
+
+
+def test_time_jitted_returns_ordered_positive_times():
+    t = bench.time_jitted(lambda x: x * 2, jnp.ones(1024), n_warmup=1, n_runs=3)
+    assert 0 < t.min_s <= t.median_s <= t.max_s and t.n_runs == 3 and t.compile_s > 0
+    with pytest.raises(ValueError, match="n_runs=0"):
+        bench.time_jitted(lambda x: x, jnp.ones(2), n_runs=0)
+    with pytest.raises(ValueError, match="n_warmup=-1"):
+        bench.time_jitted(lambda x: x, jnp.ones(2), n_warmup=-1)
+
+
+def _compiled(fn, spec_in, spec_out, x):
+    mesh = devices.make_mesh((8,), ("X",))
+    with jax.set_mesh(mesh):
+        xs = jax.device_put(x, P("X"))
+        return jax.jit(jax.shard_map(fn, in_specs=spec_in, out_specs=spec_out)).lower(xs).compile()
+
+
+def test_collective_counts_see_each_collective_once():
+    x = jnp.arange(64.0).reshape(64, 1)
+    gathered = _compiled(lambda a: jax.lax.all_gather(a, "X", tiled=True, to="invarying"), P("X"), P(), x)
+    assert hlo.collective_counts(gathered) == {**dict.fromkeys(hlo.COLLECTIVES, 0), "all-gather": 1}
+    summed = _compiled(lambda a: jax.lax.psum(a, "X"), P("X"), P(), x)
+    assert hlo.collective_counts(summed)["all-reduce"] == 1
+    shifted = _compiled(lambda a: jax.lax.ppermute(a, "X", [(i, (i + 1) % 8) for i in range(8)]), P("X"), P("X"), x)
+    assert hlo.collective_counts(shifted)["collective-permute"] == 1
+
+
+def test_collective_counts_on_async_text():
+    text = "\n".join(
+        [
+            "%ag-start = (f32[8], f32[64]) all-gather-start(f32[8] %p), dimensions={0}",
+            "%ag-done = f32[64] all-gather-done((f32[8], f32[64]) %ag-start)",
+            "%async_computation { %rs = f32[8] reduce-scatter(f32[64] %x), dimensions={0} }",
+            "%rs-start = ((f32[64]), f32[8]) async-start(f32[64] %y), calls=%async_computation",
+            "%fusion.all-reduce = f32[8] fusion(f32[8] %z), kind=kLoop",
+        ]
+    )
+    counts = hlo.collective_counts(text)
+    assert counts["all-gather"] == 1 and counts["reduce-scatter"] == 1 and counts["all-reduce"] == 0
+
+
+def test_cost_normalises_cost_analysis():
+    compiled = jax.jit(jnp.matmul).lower(jnp.ones((8, 16)), jnp.ones((16, 4))).compile()
+    cost = hlo.cost(compiled)
+    assert cost.flops == pytest.approx(2 * 8 * 16 * 4, rel=0.01) and cost.bytes_accessed > 0
+
+
+def test_plots_label_axes_with_units(tmp_path):
+    fig, ax = plots.roofline(["v5e", "h100"], points=[("dot", 0.5)])
+    assert ax.get_xlabel() == "arithmetic intensity (FLOPs/byte)" and "(FLOPs/s)" in ax.get_ylabel()
+    assert len(ax.get_lines()) >= 4 and ax.get_title() == ""
+    first = plots.save(fig, tmp_path / "a.png").read_bytes()
+    fig, _ = plots.roofline(["v5e", "h100"], points=[("dot", 0.5)])
+    assert plots.save(fig, tmp_path / "b.png").read_bytes() == first, "saving twice gives the same bytes"
+    fig, ax = plots.measured_vs_predicted([1e-3, 2e-3], [1.1e-3, 2.5e-3], ["a", "b"])
+    assert ax.get_xlabel() == "predicted time (s)" and ax.get_ylabel() == "measured time (s)"
+    assert plots.chip_style("h100")["linestyle"] == "--" and plots.chip_style("v5e")["linestyle"] == "-"

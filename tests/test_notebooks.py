@@ -1,0 +1,105 @@
+"""Structure of every notebook: the shared setup cell, the Colab URL, allowed tags, the TOC."""
+
+import json
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
+SOURCES = sorted((ROOT / "exercises" / "source").glob("*/*.ipynb"))
+RELEASES = sorted((ROOT / "exercises" / "release").glob("*/*.ipynb"))
+SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
+ALL = CHAPTERS + SOURCES + RELEASES + SOLUTIONS
+ALLOWED_TAGS = {"hide-input", "remove-input", "remove-cell", "nbval-ignore-output", "nbval-skip"}
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+REPO_URL = CONFIG["repository"]["url"]
+
+
+def _first_code(nb):
+    return next(c for c in nb.cells if c.cell_type == "code")
+
+
+def _ids(paths):
+    return [str(p.relative_to(ROOT)) for p in paths]
+
+
+def test_there_is_something_to_check():
+    assert CHAPTERS and SOURCES and len(RELEASES) == len(SOURCES) and len(SOLUTIONS) == len(SOURCES)
+
+
+@pytest.mark.parametrize("path", ALL, ids=_ids(ALL))
+def test_first_code_cell_is_the_shared_setup_cell(path):
+    reference = _first_code(nbformat.read(CHAPTERS[0], as_version=4)).source
+    nb = nbformat.read(path, as_version=4)
+    assert _first_code(nb).source == reference, "the setup cell must be byte-identical in every notebook"
+    assert "hide-input" in _first_code(nb).metadata.get("tags", [])
+    first = nb.cells.index(_first_code(nb))
+    assert all(c.cell_type == "markdown" for c in nb.cells[:first]), "no code above the setup cell"
+
+
+def test_setup_cell_installs_from_the_configured_repository():
+    setup = _first_code(nbformat.read(CHAPTERS[0], as_version=4)).source
+    assert f"git+{REPO_URL}.git" in setup
+    assert "book_lib.devices.setup()" in setup
+    assert "-c" in setup and '"jax", "jaxlib", "numpy"' in setup, "pins the runtime's own jax and numpy"
+
+
+@pytest.mark.parametrize("path", ALL, ids=_ids(ALL))
+def test_colab_badge_points_at_this_notebook(path):
+    nb = nbformat.read(path, as_version=4)
+    links = re.findall(r"colab\.research\.google\.com/github/([^)\s]+?)/blob/main/([^)\s]+\.ipynb)", nb.cells[0].source)
+    assert links, "the title cell carries an Open in Colab badge"
+    repo, target = links[0]
+    assert f"https://github.com/{repo}" == REPO_URL
+    if path in SOURCES:
+        assert target == str(path.relative_to(ROOT)).replace("/source/", "/release/")
+    else:
+        assert target == str(path.relative_to(ROOT))
+
+
+@pytest.mark.parametrize("path", ALL, ids=_ids(ALL))
+def test_only_known_tags(path):
+    for cell in nbformat.read(path, as_version=4).cells:
+        assert set(cell.metadata.get("tags", [])) <= ALLOWED_TAGS, cell.metadata.get("tags")
+
+
+@pytest.mark.parametrize("path", CHAPTERS + SOLUTIONS, ids=_ids(CHAPTERS + SOLUTIONS))
+def test_committed_with_outputs_and_no_errors(path):
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(c.execution_count is not None for c in code), "commit chapters and solutions executed"
+    assert not [o for c in code for o in c.outputs if o.output_type == "error"]
+
+
+@pytest.mark.parametrize("path", RELEASES, ids=_ids(RELEASES))
+def test_release_is_committed_without_outputs(path):
+    nb = nbformat.read(path, as_version=4)
+    assert all(not c.outputs for c in nb.cells if c.cell_type == "code")
+
+
+def test_toc_lists_every_notebook_and_nothing_missing():
+    toc = (ROOT / "_toc.yml").read_text()
+    listed = set(re.findall(r"file:\s*(\S+)", toc))
+    for path in CHAPTERS + RELEASES + SOLUTIONS:
+        assert str(path.relative_to(ROOT).with_suffix("")) in listed, path
+    for entry in listed:
+        assert any((ROOT / f"{entry}{ext}").exists() for ext in (".ipynb", ".md")), entry
+
+
+def test_figures_are_captioned_and_named():
+    for path in CHAPTERS + SOLUTIONS:
+        for cell in nbformat.read(path, as_version=4).cells:
+            figure = cell.metadata.get("mystnb", {}).get("figure")
+            has_image = any("image/png" in o.get("data", {}) for o in cell.get("outputs", []))
+            if has_image:
+                assert figure and figure["name"].startswith("fig-") and figure["caption"], (path.name, cell.source[:60])
+
+
+def test_notebooks_are_valid_json_with_a_python3_kernel():
+    for path in ALL:
+        nb = json.loads(path.read_text())
+        assert nb["metadata"]["kernelspec"]["name"] == "python3", path

@@ -1,0 +1,90 @@
+"""book_lib.roofline: hand-checked values and every bad input."""
+
+import math
+
+import numpy as np
+import pytest
+
+from book_lib import roofline
+from book_lib.hardware import CHIPS
+
+
+def test_critical_intensity_v5e():
+    assert roofline.critical_intensity("v5e") == pytest.approx(1.97e14 / 8.1e11)
+    assert roofline.critical_intensity(CHIPS["tpu-v5e"], "int8") == pytest.approx(3.94e14 / 8.1e11)
+
+
+def test_critical_intensity_rejects_unknown_dtype_and_chip():
+    with pytest.raises(ValueError, match="dtype='fp4'"):
+        roofline.critical_intensity("v5e", "fp4")
+    with pytest.raises(ValueError, match="name='v9'"):
+        roofline.critical_intensity("v9")
+
+
+def test_roofline_time_bounds():
+    t = roofline.roofline_time(flops=2e12, bytes_moved=1e9, flops_per_s=1e12, bytes_per_s=1e9)
+    assert (t.t_math, t.t_comms, t.t_lower, t.t_upper) == (2.0, 1.0, 2.0, 3.0)
+    assert t.intensity == 2000.0 and t.bound == "compute"
+    t = roofline.roofline_time(1.0, 10.0, 1.0, 1.0)
+    assert t.bound == "bandwidth" and t.t_lower == 10.0
+
+
+def test_roofline_time_accepts_numpy_numbers_and_zero_bytes():
+    t = roofline.roofline_time(np.int64(4), np.float32(0.0), 2, 1)
+    assert t.t_math == 2.0 and t.intensity == math.inf
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        (dict(flops=-1, bytes_moved=1, flops_per_s=1, bytes_per_s=1), "flops=-1"),
+        (dict(flops=1, bytes_moved=float("nan"), flops_per_s=1, bytes_per_s=1), "bytes_moved=nan"),
+        (dict(flops=1, bytes_moved=1, flops_per_s=0, bytes_per_s=1), "flops_per_s=0"),
+        (dict(flops=1, bytes_moved=1, flops_per_s=1, bytes_per_s=-5), "bytes_per_s=-5"),
+        (dict(flops="1", bytes_moved=1, flops_per_s=1, bytes_per_s=1), "flops='1'"),
+    ],
+)
+def test_roofline_time_rejects_bad_input(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        roofline.roofline_time(**kwargs)
+
+
+def test_matmul_cost_counts():
+    c = roofline.matmul_cost(2, 3, 5)
+    assert c.flops == 60 and c.bytes_in == 2 * (6 + 15) and c.bytes_out == 20 and c.bytes == 62
+    c8 = roofline.matmul_cost(2, 3, 5, x_bytes=1, w_bytes=1, out_bytes=1)
+    assert c8.bytes == 31 and c8.intensity == pytest.approx(60 / 31)
+
+
+@pytest.mark.parametrize("bad", [dict(B=0, D=1, F=1), dict(B=1, D=-2, F=1), dict(B=1, D=1, F=1, w_bytes=0)])
+def test_matmul_cost_rejects_non_positive(bad):
+    name = next(k for k, v in bad.items() if not v > 0)
+    with pytest.raises(ValueError, match=f"{name}="):
+        roofline.matmul_cost(**bad)
+
+
+def test_critical_batch_size_solves_the_balance():
+    D, F, p, w = 8192, 32768, 1.97e14, 8.1e11
+    B = roofline.critical_batch_size(D, F, p, w)
+    c = roofline.matmul_cost(B, D, F)
+    assert c.flops / p == pytest.approx(c.bytes / w)
+    assert B == pytest.approx(p / w, rel=0.05)
+    assert roofline.critical_batch_size(8, 8, 1e15, 1.0) == math.inf
+
+
+def test_dot_product_and_elementwise_costs():
+    dot = roofline.dot_product_cost(3, 2)
+    assert (dot.flops, dot.bytes) == (5, 14)
+    add = roofline.elementwise_cost(10, n_inputs=2, bytes_per_value=4)
+    assert (add.flops, add.bytes, add.intensity) == (10, 120, 10 / 120)
+    with pytest.raises(ValueError, match="N=0"):
+        roofline.dot_product_cost(0)
+    with pytest.raises(ValueError, match="n_inputs=0"):
+        roofline.elementwise_cost(4, n_inputs=0)
+
+
+def test_attainable_throughput():
+    assert roofline.attainable_flops_per_s(10, 1e3, 10) == 100
+    assert roofline.attainable_flops_per_s(1e6, 1e3, 10) == 1e3
+    with pytest.raises(ValueError, match="intensity=0"):
+        roofline.attainable_flops_per_s(0, 1, 1)

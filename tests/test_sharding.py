@@ -1,0 +1,296 @@
+"""Tests for book_lib.sharding: the notation, local sizes, and the four matmul cases of Part 3."""
+
+import pytest
+
+from book_lib.sharding import MatmulPlan, ShardedArray, matmul_plan, parse
+
+W = 4.5e10  # v4 and v5e: one ICI link, one direction (bytes/s)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["A[I_X, J]", "C[I, K]{U_Y}", "A[I_XY, J]", "A[I_X, J_Y]", "[A_X, B]", "W[D_{data,model}, F]{U_{pod}}", "x[]"],
+)
+def test_round_trip(text):
+    assert str(parse(text)) == text
+    assert parse(str(parse(text))) == parse(text)
+
+
+def test_parse_fields():
+    a = parse(" C [ I_XY , K ] { U_Z } ")
+    assert a == ShardedArray(name="C", dims=("I", "K"), axes=(("X", "Y"), ()), unreduced=("Z",))
+    assert parse("C[I, K]{U_X, U_Y}").unreduced == ("X", "Y")
+    assert str(parse("C[I, K]{U_X, U_Y}")) == "C[I, K]{U_XY}"
+    assert ShardedArray.parse("A[I_X, J]").sharded_axes == ("X",)
+    assert parse("A[I_XY, J]").axes_of("I") == ("X", "Y")
+
+
+def test_local_bytes_pop_quiz():
+    # int8[128, 2048] as A[I_XY, J] on {X: 2, Y: 8, Z: 2}: 8 x 2048 per device, 512 KiB over all 32.
+    a, sizes, mesh = parse("A[I_XY, J]"), {"I": 128, "J": 2048}, {"X": 2, "Y": 8, "Z": 2}
+    assert a.local_shape(sizes, mesh) == (8, 2048)
+    assert a.local_bytes(sizes, mesh, bytes_per_element=1) == 16384
+    assert a.total_bytes(sizes, mesh, bytes_per_element=1) == 512 * 1024
+
+
+def test_replication_ratio_solution_3_1():
+    a, sizes, mesh = parse("A[I_X, J, K]"), {"I": 64, "J": 8, "K": 8}, {"X": 4, "Y": 8, "Z": 2}
+    assert a.total_bytes(sizes, mesh) / a.global_bytes(sizes) == 16
+
+
+def test_local_shapes_of_the_jax_snippet():
+    # Part 3's JAX preview: an 8x2048 A split ('X', 'Y') and a 2048x8192 B split (None, 'Y') on a 4x2 mesh.
+    mesh = {"X": 4, "Y": 2}
+    assert parse("A[I_X, J_Y]").local_shape({"I": 8, "J": 2048}, mesh) == (2, 1024)
+    assert parse("B[J, K_Y]").local_shape({"J": 2048, "K": 8192}, mesh) == (2048, 4096)
+
+
+def test_notation_transforms():
+    assert str(parse("A[I_XY, J]").all_gather("X")) == "A[I_Y, J]"
+    assert str(parse("C[I_X, K]{U_YZ}").all_reduce("Y")) == "C[I_X, K]{U_Z}"
+    assert str(parse("C[I, K]{U_X}").all_reduce()) == "C[I, K]"
+    assert str(parse("C[I, K]{U_X}").reduce_scatter("X", dim="K")) == "C[I, K_X]"
+    assert str(parse("A[I_X, J]").all_to_all("X", "J")) == "A[I, J_X]"
+
+
+def test_case_1_needs_no_communication():
+    plan = matmul_plan(
+        "A[I_X, J]",
+        "B[J, K_Y]",
+        contracting="J",
+        sizes={"I": 512, "J": 1024, "K": 2048},
+        mesh={"X": 2, "Y": 4},
+        chip="v5e",
+    )
+    assert isinstance(plan, MatmulPlan)
+    assert plan.cases == (1,)
+    assert str(plan.result) == "C[I_X, K_Y]"
+    assert [s.op for s in plan.steps] == ["Matmul"]
+    assert plan.comms_s == 0
+    assert plan.matmul.flops == 2 * 256 * 1024 * 512
+
+
+def test_case_2_gather_solution_3_4_strategy_1():
+    # A[B, D] . W[D_X, F] with X = 16 on v5e (wrapped), B = 128, D = 8192, F = 32768, bf16.
+    sizes, mesh = {"B": 128, "D": 8192, "F": 32768}, {"X": 16}
+    plan = matmul_plan("A[B, D]", "W[D_X, F]", contracting="D", sizes=sizes, mesh=mesh, chip="v5e")
+    assert plan.cases == (2,)
+    gather, local = plan.steps
+    assert gather.text == "AllGather_X W[D_X, F] -> W[D, F]"
+    v = 2 * 8192 * 32768
+    assert gather.time_s == pytest.approx(15 / 16 * v / (2 * W))  # 5.59 ms; printed rule 2DF / W_ici = 5.97 ms
+    assert local.time_s == pytest.approx(2 * (128 * 8192 + 8192 * 32768 + 128 * 32768) / 8.1e11)  # HBM-bound
+    assert str(plan.result) == "C[B, F]"
+    assert plan.time_lower_s == pytest.approx(max(local.time_s, gather.time_s))
+    assert plan.time_upper_s == pytest.approx(plan.matmul.t_upper + gather.time_s)
+
+
+def test_case_3_all_reduce_solution_3_4_strategy_2():
+    sizes, mesh = {"B": 128, "D": 8192, "F": 32768}, {"X": 16}
+    plan = matmul_plan("A[B, D_X]", "W[D_X, F]", contracting="D", sizes=sizes, mesh=mesh, chip="v5e")
+    assert plan.cases == (3,)
+    assert [s.text for s in plan.steps] == [
+        "A[B, D_X] ·_D W[D_X, F] -> C[B, F]{U_X}",
+        "AllReduce_X C[B, F]{U_X} -> C[B, F]",
+    ]
+    v = 2 * 128 * 32768
+    assert plan.comms_s == pytest.approx(2 * 15 / 16 * v / (2 * W))  # 175 us; printed rule 4BF / W_ici = 186 us
+    assert plan.matmul.flops == 2 * 128 * (8192 / 16) * 32768
+
+
+def test_case_3_exercise_3_6_on_v5e_4x4():
+    # A[I_X, J_Y] ._J B[J_Y, K] on a v5e 4x4: no wraparounds, AllReduce over Y.
+    sizes, mesh = {"I": 1024, "J": 8192, "K": 8192}, {"X": 4, "Y": 4}
+    plan = matmul_plan(
+        "A[I_X, J_Y]", "B[J_Y, K]", contracting="J", sizes=sizes, mesh=mesh, chip="v5e", wraparound=False
+    )
+    assert str(plan.result) == "C[I_X, K]"
+    v = 2 * 1024 / 4 * 8192
+    assert plan.comms_s == pytest.approx(2 * 3 / 4 * v / W)
+
+
+def test_case_3_reduce_scatter():
+    sizes, mesh = {"I": 1024, "J": 4096, "K": 8192}, {"X": 4}
+    plan = matmul_plan(
+        "A[I, J_X]", "B[J_X, K]", contracting="J", sizes=sizes, mesh=mesh, chip="v4", reduce="reduce_scatter"
+    )
+    assert plan.steps[-1].text == "ReduceScatter_{X,K} C[I, K]{U_X} -> C[I, K_X]"
+    assert plan.comms_s == pytest.approx(3 / 4 * 2 * 1024 * 8192 / (2 * W))
+    other = matmul_plan(
+        "A[I, J_X]", "B[J_X, K]", contracting="J", sizes=sizes, mesh=mesh, chip="v4", reduce="reduce_scatter",
+        scatter_dim="I",
+    )  # fmt: skip
+    assert str(other.result) == "C[I_X, K]"
+    kept = matmul_plan("A[I, J_X]", "B[J_X, K]", contracting="J", sizes=sizes, mesh=mesh, chip="v4", reduce="none")
+    assert str(kept.result) == "C[I, K]{U_X}" and kept.comms_s == 0
+
+
+def test_case_3_over_two_axes():
+    sizes, mesh = {"I": 1024, "J": 4096, "K": 8192}, {"X": 4, "Y": 4}
+    plan = matmul_plan("A[I, J_XY]", "B[J_XY, K]", contracting="J", sizes=sizes, mesh=mesh, chip="v4")
+    assert plan.steps[-1].text == "AllReduce_XY C[I, K]{U_XY} -> C[I, K]"
+    assert plan.comms_s == pytest.approx(2 * 15 / 16 * 2 * 1024 * 8192 / (4 * W))
+
+
+def test_case_2_exercise_3_6_part_1():
+    # A[I_X, J] ._J B[J_X, K_Y]: gather B over X, then multiply locally.
+    sizes, mesh = {"I": 1024, "J": 8192, "K": 8192}, {"X": 4, "Y": 4}
+    plan = matmul_plan(
+        "A[I_X, J]", "B[J_X, K_Y]", contracting="J", sizes=sizes, mesh=mesh, chip="v5e", wraparound=False
+    )
+    assert plan.cases == (2,)
+    assert plan.steps[0].text == "AllGather_X B[J_X, K_Y] -> B[J, K_Y]"
+    assert plan.comms_s == pytest.approx(3 / 4 * 2 * 8192 * 8192 / 4 / W)
+    assert str(plan.result) == "C[I_X, K_Y]"
+
+
+def test_case_2_partial_overlap_keeps_shared_axes():
+    sizes, mesh = {"I": 64, "J": 64, "K": 64}, {"X": 2, "Y": 2}
+    plan = matmul_plan("A[I, J_XY]", "B[J_X, K]", contracting="J", sizes=sizes, mesh=mesh, chip="v5e")
+    assert plan.cases == (2, 3)
+    assert plan.steps[0].text == "AllGather_Y A[I, J_XY] -> A[I, J_X]"
+    assert str(plan.result) == "C[I, K]"
+
+
+def test_case_4_gathers_the_smaller_operand():
+    mesh = {"X": 4}
+    plan = matmul_plan(
+        "A[I_X, J]", "B[J, K_X]", contracting="J", sizes={"I": 1024, "J": 4096, "K": 8192}, mesh=mesh, chip="v4"
+    )
+    assert plan.cases == (4,)
+    assert plan.steps[0].text == "AllGather_X A[I_X, J] -> A[I, J]"
+    assert str(plan.result) == "C[I, K_X]"
+    assert plan.comms_s == pytest.approx(3 / 4 * 2 * 1024 * 4096 / (2 * W))
+    flipped = matmul_plan(
+        "A[I_X, J]", "B[J, K_X]", contracting="J", sizes={"I": 8192, "J": 4096, "K": 1024}, mesh=mesh, chip="v4"
+    )
+    assert str(flipped.result) == "C[I_X, K]"
+
+
+def test_contracting_pair_with_different_names():
+    plan = matmul_plan(
+        "A[I, J]",
+        "B[L, K]",
+        contracting=("J", "L"),
+        sizes={"I": 8, "J": 16, "L": 16, "K": 8},
+        mesh={"X": 1},
+        chip="v5e",
+    )
+    assert str(plan.result) == "C[I, K]" and plan.cases == (1,)
+
+
+def test_wraparound_per_axis():
+    sizes, mesh = {"I": 1024, "J": 4096, "K": 8192}, {"X": 4, "Y": 16}
+    ring = matmul_plan("A[I, J_Y]", "B[J_Y, K]", contracting="J", sizes=sizes, mesh=mesh, chip="v5e",
+                       wraparound={"X": False, "Y": True})  # fmt: skip
+    assert ring.comms_s == pytest.approx(2 * 15 / 16 * 2 * 1024 * 8192 / (2 * W))
+
+
+def test_error_parse_bad_text():
+    with pytest.raises(ValueError, match=r"^text='A\(I, J\)'"):
+        parse("A(I, J)")
+    with pytest.raises(ValueError, match=r"^text='A\[I_1, J\]': cannot read dimension 'I_1'"):
+        parse("A[I_1, J]")
+
+
+def test_error_mesh_axis_used_twice():
+    with pytest.raises(ValueError, match=r"^text='A\[I_X, J_X\]': mesh axis 'X' used twice"):
+        parse("A[I_X, J_X]")
+    with pytest.raises(ValueError, match=r"mesh axis 'Y' used twice"):
+        ShardedArray(name="C", dims=("I",), axes=(("Y",),), unreduced=("Y",))
+
+
+def test_error_dimension_twice():
+    with pytest.raises(ValueError, match=r"^dims=\('I', 'I'\): dimension 'I' appears twice"):
+        ShardedArray(dims=("I", "I"), axes=((), ()))
+
+
+def test_error_not_divisible():
+    with pytest.raises(ValueError, match=r"^sizes\['I'\]=100: not divisible by 8"):
+        parse("A[I_XY, J]").local_shape({"I": 100, "J": 4}, {"X": 2, "Y": 4})
+
+
+def test_error_unknown_mesh_axis():
+    with pytest.raises(ValueError, match=r"^mesh=\{'X': 2\}: no axis 'Z'"):
+        parse("A[I_Z, J]").local_shape({"I": 4, "J": 4}, {"X": 2})
+
+
+def test_error_missing_size():
+    with pytest.raises(ValueError, match=r"^sizes=\{'I': 4\}: no length for dimension 'J'"):
+        parse("A[I, J]").global_bytes({"I": 4})
+
+
+def test_error_bad_mesh_size():
+    with pytest.raises(ValueError, match=r"^mesh\['X'\]=0"):
+        parse("A[I_X]").local_shape({"I": 4}, {"X": 0})
+
+
+def test_error_bytes_per_element():
+    with pytest.raises(ValueError, match=r"^bytes_per_element=0"):
+        parse("A[I]").local_bytes({"I": 4}, {"X": 1}, bytes_per_element=0)
+
+
+def test_error_gather_axis_not_used():
+    with pytest.raises(ValueError, match=r"^axes=\('Y',\): 'Y' splits no dimension"):
+        parse("A[I_X]").all_gather("Y")
+
+
+def test_error_reduce_axis_not_unreduced():
+    with pytest.raises(ValueError, match=r"^axes=\('X',\): C\[I_X\] is not unreduced over 'X'"):
+        parse("C[I_X]").all_reduce("X")
+
+
+def test_error_unknown_dim():
+    with pytest.raises(ValueError, match=r"^dim='K': not a dimension"):
+        parse("A[I, J]").axes_of("K")
+
+
+SIZES, MESH = {"I": 64, "J": 64, "K": 64, "J2": 32}, {"X": 4, "Y": 4}
+
+
+def test_error_contracting_missing():
+    with pytest.raises(ValueError, match=r"^contracting='J': 'J' is not a dimension of rhs B\[L, K\]"):
+        matmul_plan("A[I, J]", "B[L, K]", contracting="J", sizes={**SIZES, "L": 64}, mesh=MESH, chip="v5e")
+
+
+def test_error_contracting_sizes_disagree():
+    with pytest.raises(ValueError, match=r"^contracting=\('J', 'J2'\): sizes disagree"):
+        matmul_plan("A[I, J]", "B[J2, K]", contracting=("J", "J2"), sizes=SIZES, mesh=MESH, chip="v5e")
+
+
+def test_error_shared_non_contracting_dim():
+    with pytest.raises(ValueError, match=r"^rhs='B\[J, I\]': non-contracting dimension 'I'"):
+        matmul_plan("A[I, J]", "B[J, I]", contracting="J", sizes=SIZES, mesh=MESH, chip="v5e")
+
+
+def test_error_unreduced_operand():
+    with pytest.raises(ValueError, match=r"^lhs='A\[I, J\]\{U_X\}': holds partial sums"):
+        matmul_plan("A[I, J]{U_X}", "B[J, K]", contracting="J", sizes=SIZES, mesh=MESH, chip="v5e")
+
+
+def test_error_unknown_reduce():
+    with pytest.raises(ValueError, match=r"^reduce='psum'"):
+        matmul_plan("A[I, J_X]", "B[J_X, K]", contracting="J", sizes=SIZES, mesh=MESH, chip="v5e", reduce="psum")
+
+
+def test_error_unknown_scatter_dim():
+    with pytest.raises(ValueError, match=r"^scatter_dim='J'"):
+        matmul_plan(
+            "A[I, J_X]", "B[J_X, K]", contracting="J", sizes=SIZES, mesh=MESH, chip="v5e",
+            reduce="reduce_scatter", scatter_dim="J",
+        )  # fmt: skip
+
+
+def test_error_wraparound_mapping_incomplete():
+    with pytest.raises(ValueError, match=r"^wraparound=\{'X': True\}: no bool for mesh axis 'Y'"):
+        matmul_plan("A[I, J]", "B[J, K]", contracting="J", sizes=SIZES, mesh=MESH, chip="v5e", wraparound={"X": True})
+
+
+def test_error_unknown_chip_in_plan():
+    with pytest.raises(ValueError, match=r"^chip='v9'"):
+        matmul_plan("A[I, J]", "B[J, K]", contracting="J", sizes=SIZES, mesh=MESH, chip="v9")
+
+
+def test_error_operand_not_divisible_in_plan():
+    with pytest.raises(ValueError, match=r"^sizes\['I'\]=6: not divisible by 4"):
+        matmul_plan("A[I_X, J]", "B[J, K]", contracting="J", sizes={**SIZES, "I": 6}, mesh=MESH, chip="v5e")

@@ -1,0 +1,328 @@
+"""Tests for book_lib.transformer: exact checkpoint sizes, hand-computed tiny models, every ValueError."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from book_lib.transformer import (
+    MODELS,
+    REMAT_POLICIES,
+    FlopsBreakdown,
+    ParamBreakdown,
+    TrainingMemory,
+    TransformerConfig,
+    get_model,
+    model_names,
+)
+
+# Parameter counts of the released safetensors (sum of every tensor's element count).
+RELEASED = {
+    "llama-2-7b": 6_738_415_616,
+    "llama-2-13b": 13_015_864_320,
+    "llama-2-70b": 68_976_648_192,
+    "llama-3-8b": 8_030_261_248,
+    "llama-3-70b": 70_553_706_496,
+    "llama-3.1-405b": 405_853_388_800,
+    "mistral-7b": 7_241_732_096,
+    "mixtral-8x7b": 46_702_792_704,
+    "gemma-2-27b": 27_227_128_320,
+    "qwen2.5-72b": 72_706_203_648,
+}
+
+
+def tiny(**kw) -> TransformerConfig:
+    """L=2, D=8, F=16, N=4, K=2, H=2, V=10: small enough to count by hand."""
+    return TransformerConfig(2, 8, 16, 4, 2, 2, 10, **kw)
+
+
+# ----- parameters ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(RELEASED))
+def test_released_checkpoint_param_count_is_exact(name):
+    model = get_model(name)
+    assert model.param_count() == RELEASED[name], (name, model.param_count() - RELEASED[name])
+    assert model.source.startswith("https://huggingface.co/")
+    assert model.source.endswith("/blob/main/config.json")
+
+
+def test_every_released_preset_is_pinned():
+    released = {name for name, model in MODELS.items() if "huggingface.co" in model.source}
+    assert released == set(RELEASED)
+
+
+def test_tiny_dense_param_breakdown_by_hand():
+    # q 8*4*2=64, k 8*2*2=32, v 32, o 64 -> 192 per layer; gated MLP 3*8*16=384; norms 2*8=16.
+    # embedding 10*8=80, output 80, final norm 8.  Total 2*(192+384+16) + 80 + 80 + 8 = 1352.
+    want = ParamBreakdown(embedding=80, attention=384, mlp=768, router=0, norms=40, output=80)
+    assert tiny().param_breakdown() == want
+    assert tiny().param_count() == 1352
+    assert tiny().active_param_count() == 1352
+    assert tiny().qkvo_weights_per_layer == 192
+
+
+def test_tiny_moe_with_bias_tied_plain_mlp_by_hand():
+    # 4 experts of 2 matrices 8x16 = 256 each; router 8*4 = 32 per layer; q/k/v biases (4+2+2)*2 = 16 per layer.
+    model = tiny(n_experts=4, experts_per_token=2, gated_mlp=False, qkv_bias=True, tied_embeddings=True)
+    assert model.param_breakdown() == ParamBreakdown(
+        embedding=80, attention=2 * (192 + 16), mlp=2 * 4 * 256, router=2 * 32, norms=40, output=0
+    )
+    # all: 80 + 416 + 2048 + 64 + 40 = 2648; active keeps 2 experts: 2648 - 2*2*256 = 1624.
+    assert model.param_count() == 2648
+    assert model.active_param_count() == 1624
+    assert model.param_breakdown(active=True).router == 64  # every token runs the whole gate
+
+
+def test_norm_count_changes_params():
+    # 4 norms per layer instead of 2: 2 layers * 2 extra * D=8 = 32 more.
+    assert tiny(norms_per_layer=4).param_count() == 1352 + 32
+    assert tiny(norms_per_layer=0).param_count() == 1352 - 32
+
+
+def test_llama3_70b_breakdown_matches_book_table_terms():
+    parts = get_model("llama-3-70b").param_breakdown()
+    assert parts.mlp == 80 * 3 * 8192 * 28672 == 56_371_445_760
+    assert parts.attention == 80 * (2 * 8192 * 64 * 128 + 2 * 8192 * 8 * 128) == 12_079_595_520
+    assert parts.embedding == parts.output == 128256 * 8192
+    assert parts.norms == 80 * 2 * 8192 + 8192
+    assert sum(parts.as_dict().values()) == parts.total == 70_553_706_496
+    assert list(parts.as_dict()) == ["embedding", "attention", "mlp", "router", "norms", "output"]
+
+
+def test_mixtral_active_params():
+    # 2 of 8 experts: 46,702,792,704 - 32 layers * 6 experts * 3 * 4096 * 14336 = 12,879,925,248.
+    # The router (32 * 4096 * 8 = 1,048,576) stays whole: each token scores all 8 experts.
+    model = get_model("mixtral-8x7b")
+    assert model.active_param_count() == 12_879_925_248
+    assert model.param_count() - model.active_param_count() == 32 * 6 * 3 * 4096 * 14336
+
+
+def test_book_problem_presets():
+    # Part 4 Q1: 64*(3*4096*16384 + 4*4096*4096 + 4096) + 2*4096*32000 + 4096 (final norm) = 17,442,279,424;
+    # attention is 64*4*4096^2 of it, a quarter of the per-layer weights.
+    q1 = get_model("book-ch4-q1")
+    assert q1.param_count() == 17_442_279_424
+    parts = q1.param_breakdown()
+    assert parts.attention / (parts.attention + parts.mlp) == 0.25
+    # Part 7 Q1 (tied): 64*4096*(3*16384 + 2*256*(32+8)) + 4096*32128 = 18,385,207,296, plus norms 64*2*4096 + 4096.
+    ch7 = get_model("book-ch7")
+    assert ch7.param_count() == 18_385_207_296 + 64 * 2 * 4096 + 4096
+
+
+# ----- FLOPs -----------------------------------------------------------------------------------------
+
+
+def test_tiny_flops_by_hand():
+    model = tiny()
+    # forward weights used per token: 2*192 (qkvo) + 2*384 (MLP) + 80 (output) = 1232 -> 2464 FLOPs; x3 = 7392.
+    assert model.flops_per_token(0, training=False) == 2464
+    assert model.flops_per_token(0) == 7392
+    # attention: 2 products * 2 FLOPs * L=2 * S=5 * N=4 * H=2 = 320 forward, 960 training, 480 causal training.
+    assert model.flops_per_token(5, training=False) == 2464 + 320
+    assert model.flops_per_token(5) == 7392 + 960
+    assert model.flops_per_token(5, causal=True) == 7392 + 480
+    want = FlopsBreakdown(
+        qkvo_flops=768.0, mlp_flops=1536.0, router_flops=0.0, output_flops=160.0, attention_flops=320.0
+    )
+    assert model.flops_breakdown(5, training=False) == want
+    assert want.layer_matmul_flops == 2304 and want.matmul_flops == 2464 and want.total_flops == 2784
+
+
+def test_moe_flops_count_active_experts_and_router():
+    model = tiny(n_experts=4, experts_per_token=2, gated_mlp=False, tied_embeddings=True)
+    parts = model.flops_breakdown(0, training=False)
+    assert parts.mlp_flops == 2 * 2 * 2 * 256  # 2 FLOPs * 2 layers * 2 active experts * 256 weights
+    assert parts.router_flops == 2 * 2 * 32
+    assert parts.output_flops == 2 * 80  # the tied table still multiplies every token
+
+
+def test_six_n_rule_for_dense_model():
+    # Without attention, training FLOPs are 6 x the matmul weights: all params minus the lookup table and norms.
+    model = get_model("llama-3-70b")
+    parts = model.param_breakdown()
+    assert model.flops_per_token(0) == 6 * (parts.total - parts.embedding - parts.norms)
+
+
+def test_attention_crossover_matches_book_rules():
+    q1 = get_model("book-ch4-q1")  # MHA, gated, F = 4D, D = 4096
+    assert q1.attention_crossover_seq_len() == 8 * 4096
+    assert q1.attention_crossover_seq_len(against="qkvo") == 2 * 4096
+    assert q1.attention_crossover_seq_len(causal=True) == 16 * 4096
+    assert q1.attention_flops_ratio(4096) == pytest.approx(1 / 8)
+    model_level = q1.attention_crossover_seq_len(against="model")
+    assert model_level == 8 * 4096 + 2 * 4096 * 32000 / (4 * 64 * 32 * 128)
+
+
+# ----- memory ----------------------------------------------------------------------------------------
+
+
+def test_kv_cache_llama3_70b():
+    model = get_model("llama-3-70b")
+    assert model.kv_cache_bytes_per_token() == 80 * 8 * 128 * 2 * 2 == 327_680
+    assert model.kv_cache_bytes_per_token(1) == 163_840  # int8
+    assert get_model("book-ch4-q1").kv_cache_bytes_per_token(1) == 2 * 64 * 4096  # 512 KiB
+
+
+def test_saved_values_per_policy_by_hand():
+    model = tiny()  # D=8, F=16, N H = 8, K H = 4, gated, k = 1
+    assert model.saved_values_per_token_layer("none") == 20 * 8
+    assert model.saved_values_per_token_layer("block") == 8
+    assert model.saved_values_per_token_layer("mlp_matmuls") == 2 * 16 + 8
+    assert model.saved_values_per_token_layer("big_matmuls") == 8 + 2 * 4 + 8 + (2 * 16 + 8)
+    assert model.saved_values_per_token_layer("custom", checkpoints_per_layer=4) == 32
+    assert tiny(gated_mlp=False).saved_values_per_token_layer("mlp_matmuls") == 16 + 8
+    assert set(REMAT_POLICIES) == {"none", "block", "mlp_matmuls", "big_matmuls", "custom"}
+
+
+def test_training_memory_book_activation_example():
+    # Part 4: B*T = 4e6 tokens, L = 64, D = 8192, bf16: 2 * 20 * 4e6 * 8192 * 64 = 8.39e13 (about 84 TB) saving
+    # everything; 4.19e12 with block remat.
+    model = TransformerConfig(64, 8192, 32768, 64, 64, 128, 32000)
+    assert model.training_memory(batch_tokens=4e6, remat="none").activations_bytes == 2 * 20 * 4e6 * 8192 * 64
+    assert model.training_memory(batch_tokens=4e6).activations_bytes == 2 * 4e6 * 8192 * 64
+
+
+def test_training_memory_llama3_70b_part6():
+    # bf16 params (2 B), Adam fp32 (8 B), no gradients, 4 D-wide checkpoints per layer, 4e6 tokens.
+    mem = get_model("llama-3-70b").training_memory(
+        batch_tokens=4e6, bytes_per_grad=0, remat="custom", checkpoints_per_layer=4
+    )
+    assert isinstance(mem, TrainingMemory)
+    assert mem.params_bytes == 2 * 70_553_706_496
+    assert mem.grads_bytes == 0
+    assert mem.optimizer_bytes == 8 * 70_553_706_496
+    assert mem.activations_bytes == 2 * 8192 * 4e6 * 4 * 80  # 2.1e13
+    assert mem.total_bytes == pytest.approx(21.68e12, rel=1e-3)
+
+
+def test_training_memory_llama2_13b_part5_q2():
+    # 16e6 tokens, checkpoints after the three MLP matmuls: 2 B * 40 * 16e6 * (5120 + 2 * 13824) = 4.19e13.
+    mem = get_model("llama-2-13b").training_memory(batch_tokens=16e6, remat="mlp_matmuls")
+    assert mem.activations_bytes == 2 * 40 * 16e6 * (5120 + 2 * 13824)
+    assert mem.grads_bytes == 2 * 13_015_864_320  # default bf16 gradients
+    assert mem.total_bytes == 12 * 13_015_864_320 + 2 * 40 * 16e6 * 32768
+
+
+# ----- presets ---------------------------------------------------------------------------------------
+
+
+def test_get_model_ignores_case_spaces_dashes_dots():
+    assert get_model("LLaMA 3 70B") is MODELS["llama-3-70b"]
+    assert get_model("qwen_2_5_72B") is MODELS["qwen2.5-72b"]
+    assert get_model("Llama-3.1-405B") is get_model("llama 3 405b")  # the book's spelling
+    model = tiny()
+    assert get_model(model) is model
+    assert model_names()[0] == "llama-2-7b" and len(model_names()) == len(MODELS)
+
+
+def test_models_is_read_only():
+    with pytest.raises(TypeError):
+        MODELS["x"] = tiny()  # type: ignore[index]
+
+
+def test_config_is_frozen_and_replaceable():
+    model = get_model("llama-3-8b")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        model.n_layers = 1  # type: ignore[misc]
+    assert dataclasses.replace(model, n_layers=16).param_count() < model.param_count()
+
+
+# ----- errors ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "field", ["n_layers", "d_model", "d_ff", "n_heads", "n_kv_heads", "head_dim", "vocab_size", "n_experts"]
+)
+def test_non_positive_size_raises(field):
+    args = {"n_layers": 2, "d_model": 8, "d_ff": 16, "n_heads": 4, "n_kv_heads": 2, "head_dim": 2, "vocab_size": 10}
+    args[field] = 0
+    with pytest.raises(ValueError, match=f"^{field}=0: not a positive integer"):
+        TransformerConfig(**args)
+
+
+def test_non_integer_size_raises():
+    with pytest.raises(ValueError, match="^d_model=8.0:"):
+        TransformerConfig(2, 8.0, 16, 4, 2, 2, 10)
+
+
+def test_kv_heads_must_divide_heads():
+    with pytest.raises(ValueError, match="^n_kv_heads=3: does not divide n_heads=4"):
+        TransformerConfig(2, 8, 16, 4, 3, 2, 10)
+
+
+def test_more_routed_than_experts_raises():
+    with pytest.raises(ValueError, match="^experts_per_token=3: more than n_experts=2"):
+        tiny(n_experts=2, experts_per_token=3)
+
+
+def test_zero_experts_per_token_raises():
+    with pytest.raises(ValueError, match="^experts_per_token=0:"):
+        tiny(experts_per_token=0)
+
+
+def test_negative_norms_raises():
+    with pytest.raises(ValueError, match="^norms_per_layer=-1:"):
+        tiny(norms_per_layer=-1)
+
+
+def test_non_bool_flag_raises():
+    with pytest.raises(ValueError, match="^tied_embeddings=1: not a bool"):
+        tiny(tied_embeddings=1)
+
+
+def test_negative_seq_len_raises():
+    with pytest.raises(ValueError, match="^seq_len=-1:"):
+        tiny().flops_per_token(-1)
+
+
+def test_non_bool_training_raises():
+    with pytest.raises(ValueError, match="^training='yes':"):
+        tiny().flops_per_token(0, training="yes")
+
+
+def test_unknown_matmul_group_raises():
+    with pytest.raises(ValueError, match="^against='mlp':.*layers, qkvo, model"):
+        tiny().attention_crossover_seq_len(against="mlp")
+
+
+def test_non_positive_kv_bytes_raises():
+    with pytest.raises(ValueError, match="^bytes_per_value=0: not positive"):
+        tiny().kv_cache_bytes_per_token(0)
+
+
+def test_unknown_remat_raises():
+    with pytest.raises(ValueError, match="^remat='full':.*block"):
+        tiny().training_memory(batch_tokens=1, remat="full")
+
+
+def test_custom_remat_needs_checkpoints():
+    with pytest.raises(ValueError, match="^checkpoints_per_layer=None:"):
+        tiny().training_memory(batch_tokens=1, remat="custom")
+    with pytest.raises(ValueError, match="^checkpoints_per_layer=4:"):
+        tiny().training_memory(batch_tokens=1, remat="block", checkpoints_per_layer=4)
+
+
+def test_negative_checkpoints_raises():
+    with pytest.raises(ValueError, match="^checkpoints_per_layer=-1:"):
+        tiny().training_memory(batch_tokens=1, remat="custom", checkpoints_per_layer=-1)
+
+
+@pytest.mark.parametrize(
+    "field", ["batch_tokens", "bytes_per_param", "bytes_per_grad", "optimizer_bytes_per_param", "bytes_per_activation"]
+)
+def test_negative_memory_amount_raises(field):
+    kwargs = {"batch_tokens": 1, field: -1}
+    with pytest.raises(ValueError, match=f"^{field}=-1: not a non-negative"):
+        tiny().training_memory(**kwargs)
+
+
+def test_unknown_model_lists_close_matches():
+    with pytest.raises(ValueError, match="^name='llama-3-75b': unknown model; closest: llama-3-70b"):
+        get_model("llama-3-75b")
+
+
+def test_non_string_model_name_raises():
+    with pytest.raises(ValueError, match="^name=70: not a model name"):
+        get_model(70)
