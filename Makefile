@@ -25,7 +25,7 @@ install: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check book_lib tests exercises benchmarks
-	$(BIN)/pytest -n 2 --dist loadgroup tests $(NOTEBOOKS) $(PYTEST_NB)
+	$(BIN)/pytest -n 2 --dist loadfile tests $(NOTEBOOKS) $(PYTEST_NB)
 
 book: $(STAMP)
 	$(BIN)/jupyter-book build . -W -n --keep-going --all

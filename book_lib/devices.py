@@ -64,11 +64,11 @@ class Choice:
         )
 
 
-def setup(n: int = 8) -> Choice:
+def setup(n: int = 8) -> None:
     """Choose the devices for this kernel and print one line saying which (idempotent).
 
     Must run before the first JAX computation: JAX fixes the number of CPU devices when its CPU
-    backend starts. Calling it again returns the first choice.
+    backend starts. Calling it again keeps the first choice; `choice()` returns it.
 
     Args:
         n: devices the mesh demos want (count), >= 1.
@@ -82,7 +82,7 @@ def setup(n: int = 8) -> Choice:
         raise ValueError(f"n={n!r}: not a positive int; allowed: 1, 2, 4, 8, ...")
     if _CHOICE is not None:
         print(_CHOICE.describe())
-        return _CHOICE
+        return
     import jax
 
     try:
@@ -114,12 +114,13 @@ def setup(n: int = 8) -> Choice:
         )
     _CHOICE = chosen
     print(chosen.describe())
-    return chosen
 
 
 def choice() -> Choice:
     """The choice `setup()` made (runs `setup()` first if nobody has)."""
-    return _CHOICE if _CHOICE is not None else setup()
+    if _CHOICE is None:
+        setup()
+    return _CHOICE
 
 
 def mesh_devices() -> list:

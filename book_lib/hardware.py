@@ -273,7 +273,10 @@ _ALL = (
         pcie_bytes_per_s=3.2e10,  # PCIe gen4 x16, one direction
         dcn_bytes_per_s=2.5e10,
         device_kinds=("nvidia a100",),
-        source="https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf (SXM 80GB)",
+        source=(
+            "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
+            "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf (SXM 80GB)"
+        ),
     ),
     _gpu(
         name="h100",

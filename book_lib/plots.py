@@ -25,8 +25,8 @@ __all__ = [
     "save",
 ]
 
-_PALETTE = plt.get_cmap("tab20").colors
-CHIP_COLORS: dict[str, tuple[float, float, float]] = {name: _PALETTE[i % 20] for i, name in enumerate(CHIPS)}
+_PALETTE = tuple(plt.get_cmap("tab10").colors) + ((0.0, 0.0, 0.0),)
+CHIP_COLORS: dict[str, tuple[float, float, float]] = {name: _PALETTE[i % len(_PALETTE)] for i, name in enumerate(CHIPS)}
 
 mpl.rcParams.update(
     {
@@ -87,13 +87,8 @@ def roofline(
         ridge = _roofline.critical_intensity(chip, dtype)
         ax.axvline(ridge, color=style["color"], linestyle=":", lw=1)
         if ridge_labels:
-            ax.annotate(
-                f"{ridge:.0f}",
-                (ridge, peak),
-                textcoords="offset points",
-                xytext=(3, -12),
-                fontsize=8,
-                color=style["color"],
+            ax.text(
+                ridge * 1.05, 0.03, f"{ridge:.0f}", transform=ax.get_xaxis_transform(), fontsize=8, color=style["color"]
             )
     if points and chips:
         first = chips[0]
@@ -129,7 +124,7 @@ def measured_vs_predicted(
     groups = list(groups) if groups is not None else ["measured"] * len(predicted)
     for i, group in enumerate(dict.fromkeys(groups)):
         sel = np.array([g == group for g in groups])
-        ax.loglog(predicted[sel], measured[sel], "o", color=_PALETTE[2 * i], label=group, ms=6)
+        ax.loglog(predicted[sel], measured[sel], "o", color=_PALETTE[i], label=group, ms=6)
     for x, y, label in zip(predicted, measured, labels, strict=True):
         ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
     lo = min(predicted.min(), measured.min()) / 1.5
@@ -157,7 +152,7 @@ def throughput_vs_batch(
     """
     fig, ax = _new_axes(ax)
     for i, (label, values) in enumerate(curves.items()):
-        ax.loglog(batch_sizes, values, label=label, color=_PALETTE[2 * i])
+        ax.loglog(batch_sizes, values, label=label, color=_PALETTE[i])
     ax.axhline(peak_flops_per_s, color="gray", linestyle=":", lw=1, label="peak")
     ax.set_xlabel("batch size B (tokens)")
     ax.set_ylabel(THROUGHPUT_LABEL)

@@ -67,7 +67,7 @@ def refresh_expected(nb, assignment: str):
         if len(EXPECTED_LINE.findall(cell.source)) != 1:
             raise ValueError(f"grade_id={gid!r}: its hidden test needs exactly one 'expected = ...' line")
         literal = repr(keys[gid].expected())
-        cell.source = EXPECTED_LINE.sub(lambda m: f"{m.group(1)}expected = {literal}", cell.source)
+        cell.source = EXPECTED_LINE.sub(lambda m, lit=literal: f"{m.group(1)}expected = {lit}", cell.source)
         seen.add(gid)
     missing = set(keys) - seen
     if missing:

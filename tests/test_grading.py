@@ -35,7 +35,11 @@ def _api(course: Path):
 
 def _solutions(assignment):
     src = nbformat.read(build.source_path(assignment), as_version=4)
-    return {build.grade_id(c): build.MARKER.sub("", c.source) for c in src.cells if c.metadata.get("nbgrader", {}).get("solution")}
+    return {
+        build.grade_id(c): build.MARKER.sub("", c.source)
+        for c in src.cells
+        if c.metadata.get("nbgrader", {}).get("solution")
+    }
 
 
 def _wrong(key, gid, solution):
@@ -43,7 +47,7 @@ def _wrong(key, gid, solution):
     lines = [solution]
     if key.kind == "value":
         lines += [f"{n} = {n} * 1.5 + 1.0" for n in key.names]
-    elif key.kind == "function":
+    elif key.kind in ("function", "jax"):
         name = key.names[0]
         lines += [
             f"_right_{gid} = {name}",

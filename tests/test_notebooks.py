@@ -103,3 +103,16 @@ def test_notebooks_are_valid_json_with_a_python3_kernel():
     for path in ALL:
         nb = json.loads(path.read_text())
         assert nb["metadata"]["kernelspec"]["name"] == "python3", path
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=_ids(CHAPTERS))
+def test_worked_problems_section_lists_every_question_of_the_chapter(path):
+    from exercises.keys import keys_for
+
+    number = path.name[:2]
+    assignments = [p.parent.name for p in SOURCES if p.parent.name.startswith(f"ch{number}_")]
+    text = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown")
+    for assignment in assignments:
+        assert f"exercises/release/{assignment}/{assignment}.ipynb" in text, "link to the exercise notebook"
+        for gid in keys_for(assignment):
+            assert f"`{gid}`" in text, f"{gid} is missing from the worked problems of {path.name}"

@@ -20,7 +20,10 @@ class Key:
 
     Attributes:
         names: the names the answer cell must define.
-        kind: `"value"` (numbers), `"function"` (a callable) or `"choice"` (a string from `choices`).
+        kind: `"value"` (numbers, expected is {name: number}), `"function"` (a callable, expected is
+            [(args, result), ...]), `"choice"` (a string from `choices`) or `"jax"` (a callable of JAX
+            arrays whose hidden test checks results against a NumPy reference and the compiled HLO;
+            expected is whatever literal that test reads, such as collective counts).
         expected: computes the literal the hidden test compares with, from `book_lib`.
         choices: the allowed strings of a `"choice"` question.
     """
@@ -31,8 +34,8 @@ class Key:
     choices: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.kind not in ("value", "function", "choice"):
-            raise ValueError(f"kind={self.kind!r}: unknown; allowed: 'value', 'function', 'choice'")
+        if self.kind not in ("value", "function", "choice", "jax"):
+            raise ValueError(f"kind={self.kind!r}: unknown; allowed: 'value', 'function', 'choice', 'jax'")
         if self.kind == "choice" and len(self.choices) < 2:
             raise ValueError(f"choices={self.choices!r}: a choice needs two or more; allowed: a tuple of str")
 

@@ -63,19 +63,25 @@ KEYS = {
         names=("dot_product_bound",),
         kind="choice",
         choices=("compute", "bandwidth"),
-        expected=lambda: roofline.roofline_time(
-            roofline.dot_product_cost(10**6).flops,
-            roofline.dot_product_cost(10**6).bytes,
-            V5E.bf16_flops_per_s,
-            V5E.hbm_bytes_per_s,
-        ).bound,
+        expected=lambda: (
+            roofline.roofline_time(
+                roofline.dot_product_cost(10**6).flops,
+                roofline.dot_product_cost(10**6).bytes,
+                V5E.bf16_flops_per_s,
+                V5E.hbm_bytes_per_s,
+            ).bound
+        ),
     ),
     "ch01_q0d_critical_batch": Key(
         names=("critical_batch_tokens",),
         kind="function",
         expected=lambda: [
             ((D, F, p, w), roofline.critical_batch_size(D, F, p, w))
-            for D, F, p, w in ((8192, 32768, 1.97e14, 8.1e11), (2048, 2048, 1.97e14, 8.1e11), (4096, 14336, 9.89e14, 3.35e12))
+            for D, F, p, w in (
+                (8192, 32768, 1.97e14, 8.1e11),
+                (2048, 2048, 1.97e14, 8.1e11),
+                (4096, 14336, 9.89e14, 3.35e12),
+            )
         ],
     ),
     "ch01_q0e_network_d": Key(
