@@ -20,8 +20,19 @@ def test_book_builds_clean_with_warnings_as_errors(tmp_path):
     (tmp_path / "_config.yml").write_text(yaml.safe_dump(config))
     jb = Path(sys.executable).parent / "jupyter-book"
     done = subprocess.run(
-        [str(jb), "build", str(ROOT), "-W", "-n", "--keep-going", "--all", "--path-output", str(tmp_path),
-         "--config", str(tmp_path / "_config.yml")],
+        [
+            str(jb),
+            "build",
+            str(ROOT),
+            "-W",
+            "-n",
+            "--keep-going",
+            "--all",
+            "--path-output",
+            str(tmp_path),
+            "--config",
+            str(tmp_path / "_config.yml"),
+        ],
         capture_output=True,
         text=True,
     )

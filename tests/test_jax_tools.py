@@ -108,3 +108,16 @@ def test_plots_label_axes_with_units(tmp_path):
     fig, ax = plots.measured_vs_predicted([1e-3, 2e-3], [1.1e-3, 2.5e-3], ["a", "b"])
     assert ax.get_xlabel() == "predicted time (s)" and ax.get_ylabel() == "measured time (s)"
     assert plots.chip_style("h100")["linestyle"] == "--" and plots.chip_style("v5e")["linestyle"] == "-"
+
+
+def test_measure_peaks_and_sweeps_give_positive_rates():
+    device = devices.single_device()
+    peaks = bench.measure_peaks(device, jnp.float32, matmul_n=128, vector_n=2**14)
+    assert peaks.flops_per_s > 0 and peaks.bytes_per_s > 0 and peaks.dtype == "float32"
+    assert bench.time_matmul(8, 64, 32, device, jnp.float32, n_runs=2).median_s > 0
+    assert bench.time_add(1024, device, jnp.float32, n_runs=2).n_runs == 2
+
+
+def test_hlo_text_accepts_text_or_compiled():
+    compiled = jax.jit(jnp.sin).lower(jnp.ones(4)).compile()
+    assert hlo.hlo_text(compiled) == compiled.as_text() and hlo.hlo_text("abc") == "abc"
