@@ -110,3 +110,25 @@ def test_release_and_solutions_are_what_make_exercises_writes(assignment, tmp_pa
     assert [(c.cell_type, c.source) for c in solution.cells] == [(c.cell_type, c.source) for c in executed.cells], (
         "solutions/ is stale: run `make exercises`"
     )
+
+
+def _parse_given(text: str) -> float:
+    sci = re.fullmatch(r"([\d.]+) \\times 10\^\{(\d+)\}", text)
+    if sci:
+        return float(sci.group(1)) * 10 ** int(sci.group(2))
+    unit = re.fullmatch(r"([\d.,]+) (TB/s|GB/s|TFLOPs/s)", text)
+    scale = {"TB/s": 1e12, "GB/s": 1e9, "TFLOPs/s": 1e12}
+    return float(unit.group(1).replace(",", "")) * scale[unit.group(2)]
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_numbers_given_in_statements_match_book_lib(assignment):
+    """A statement may print a given rate; keys' GIVENS ties each printed figure to its book_lib value."""
+    import importlib
+
+    givens = getattr(importlib.import_module(f"exercises.keys.{assignment}"), "GIVENS", [])
+    nb = nbformat.read(build.source_path(assignment), as_version=4)
+    statements = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    for text, value in givens:
+        assert text in statements, f"{text!r} is not printed in any statement"
+        assert _parse_given(text) == pytest.approx(value, rel=5e-3), (text, value)
