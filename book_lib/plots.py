@@ -12,6 +12,7 @@ from pathlib import Path
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import EngFormatter
 
 from book_lib import roofline as _roofline
 from book_lib.hardware import CHIPS, Chip, get_chip
@@ -22,6 +23,8 @@ __all__ = [
     "roofline",
     "measured_vs_predicted",
     "throughput_vs_batch",
+    "attention_share",
+    "memory_bars",
     "save",
 ]
 
@@ -157,6 +160,55 @@ def throughput_vs_batch(
     ax.set_xlabel("batch size B (tokens)")
     ax.set_ylabel(THROUGHPUT_LABEL)
     ax.legend(loc="lower right", fontsize=8)
+    return fig, ax
+
+
+def attention_share(
+    seq_lens: Sequence[float],
+    shares: dict[str, Sequence[float]],
+    *,
+    quantity: str = "FLOPs",
+    ax=None,
+):
+    """Fraction of a layer's FLOPs (or time) spent in dot-product attention against context length, log x.
+
+    Book: Part 4 (Transformers), "Fractional cost of attention with context length".
+
+    Args:
+        seq_lens: context lengths (tokens).
+        shares: label -> attention cost / (attention + weight-matmul cost) per length (fraction).
+        quantity: what the cost counts, for the y label and the 1/2 line ("FLOPs" or "time").
+    """
+    fig, ax = _new_axes(ax)
+    for i, (label, values) in enumerate(shares.items()):
+        ax.semilogx(seq_lens, values, label=label, color=_PALETTE[i])
+    ax.axhline(0.5, color="gray", linestyle=":", lw=1, label=f"half of the {quantity}")
+    ax.set_xlabel("context length S (tokens)")
+    ax.set_ylabel(f"attention share of layer {quantity} (fraction)")
+    ax.set_ylim(0, 1)
+    ax.legend(loc="upper left", fontsize=8)
+    return fig, ax
+
+
+def memory_bars(labels: Sequence[str], parts: dict[str, Sequence[float]], *, ax=None):
+    """Stacked horizontal bars of memory (bytes) per configuration, one colour per part.
+
+    Book: Part 4 (Transformers), "Gradient checkpointing".
+
+    Args:
+        labels: one label per bar.
+        parts: part name -> bytes per bar.
+    """
+    fig, ax = _new_axes(ax)
+    left = np.zeros(len(labels))
+    for i, (name, values) in enumerate(parts.items()):
+        values = np.asarray(values, dtype=float)
+        ax.barh(labels, values, left=left, label=name, color=_PALETTE[i])
+        left += values
+    ax.xaxis.set_major_formatter(EngFormatter(unit="B"))
+    ax.set_xlabel("memory (bytes)")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.grid(axis="y", visible=False)
     return fig, ax
 
 

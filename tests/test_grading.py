@@ -6,6 +6,7 @@ a submission that also rebinds book_lib gains nothing; and in one notebook an an
 an answer that never ends and one wrong value lose only their own points while the rest are graded.
 """
 
+import importlib
 import shutil
 from pathlib import Path
 
@@ -96,12 +97,15 @@ def graded(request, tmp_path_factory):
         **{g + "_answer": src for g, src in broken.items()},
         last + "_answer": _wrong(keys[last], last, reference[last + "_answer"]),
     }
+    plausible = getattr(importlib.import_module(f"exercises.keys.{assignment}"), "PLAUSIBLE", {})
     students = {
         "blank": {},
         "reference": reference,
         "wrong": {g + "_answer": _wrong(keys[g], g, reference[g + "_answer"]) for g in gids},
         "mixed": mixed,
     }
+    if plausible:
+        students["plausible"] = {**reference, **{g + "_answer": src for g, src in plausible.items()}}
     for student, answers in students.items():
         target = course / "submitted" / student / assignment
         target.mkdir(parents=True)
@@ -118,27 +122,37 @@ def graded(request, tmp_path_factory):
         for student in students:
             notebook = gb.find_submission_notebook(assignment, assignment, student)
             scores[student] = {g.name: (g.score, g.max_score) for g in notebook.grades}
-    return keys, gids, broken, scores
+    return keys, gids, broken, scores, set(plausible)
 
 
 def test_blank_release_scores_zero_everywhere(graded):
-    keys, _, _, scores = graded
+    keys, _, _, scores, _ = graded
     assert set(scores["blank"]) == set(keys)
     assert all(score == 0 for score, _ in scores["blank"].values()), scores["blank"]
 
 
 def test_reference_solution_scores_full_marks(graded):
-    _, _, _, scores = graded
-    assert all(score == top and top > 0 for score, top in scores["reference"].values()), scores["reference"]
+    _, _, _, scores, _ = graded
+    short = {gid: pair for gid, pair in scores["reference"].items() if pair[0] != pair[1] or pair[1] <= 0}
+    assert not short, short
 
 
 def test_every_wrong_answer_loses_its_points_even_with_book_lib_rebound(graded):
-    _, _, _, scores = graded
+    _, _, _, scores, _ = graded
     assert all(score == 0 for score, _ in scores["wrong"].values()), scores["wrong"]
 
 
 def test_errors_and_endless_loops_cost_only_their_own_points(graded):
-    _, gids, broken, scores = graded
+    _, gids, broken, scores, _ = graded
     lost = set(broken) | {gids[-1]}
     for gid, (score, top) in scores["mixed"].items():
         assert score == (0 if gid in lost else top), (gid, score, top)
+
+
+def test_plausible_wrong_answers_lose_only_their_points(graded):
+    """Keys may list answers that look right but break the question's rules (a full score matrix...)."""
+    _, _, _, scores, plausible = graded
+    if not plausible:
+        pytest.skip("this assignment lists no plausible wrong answers")
+    for gid, (score, top) in scores["plausible"].items():
+        assert score == (0 if gid in plausible else top), (gid, score, top)

@@ -1,0 +1,133 @@
+"""Answer keys for the chapter 4 exercises (Transformer math), computed with book_lib."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from book_lib import hardware, roofline, transformer
+from exercises.keys import Key
+
+Q1 = transformer.get_model("book-ch4-q1")  # L = 64, D = 4096, F = 4D, V = 32,000, N H = D, MHA
+Q5 = dataclasses.replace(Q1, name="book-ch4-q5")
+
+# Problem 4.7 gives these figures for DeepSeek v3 and the H800 (not in book_lib.hardware: no table
+# of ours lists the H800, and the problem states the rate it wants used).
+H800_FP8_SPARSE_FLOPS_PER_S = 3.026e15
+DEEPSEEK_GPU_HOURS = 2.79e6
+DEEPSEEK_TOKENS = 14.8e12
+DEEPSEEK_ACTIVE_PARAMS = 37e9
+
+V5E_RIDGE = roofline.critical_intensity("tpu-v5e")
+
+V5E = hardware.get_chip("tpu-v5e")
+GIVENS = [("1.97 \\times 10^{14}", V5E.bf16_flops_per_s), ("8.1 \\times 10^{11}", V5E.hbm_bytes_per_s)]
+
+
+def _sharded_flops(B: int, D: int, F: int, X: int, Y: int, Z: int) -> tuple[float, float]:
+    one = roofline.matmul_cost(B, D, F).flops
+    return (one * Z, one / (X * Y))
+
+
+def _contraction_flops(I: int, J: int, K: int, L: int, M: int, N: int, O: int) -> float:  # noqa: E741
+    return roofline.matmul_cost(K * L, I * J, M * N * O).flops
+
+
+def _attention_intensity(T: int, S: int, G: int) -> float:
+    # per KV head and batch row: FLOPs 4 T S G H, bytes 2 (T G H) for Q and O + 2 (S H) for K and V, bf16
+    return 4 * T * S * G / (4 * (T * G + S))
+
+
+def _moe_batch(E: int, k: int, flops_per_s: float, bytes_per_s: float) -> float:
+    # int8 weights (E D F bytes), bf16 compute (2 k B D F FLOPs): 2 k B / E > ridge
+    return flops_per_s / bytes_per_s * E / (2 * k)
+
+
+KEYS = {
+    "ch04_q1a_params": Key(names=("params_q1",), kind="value", expected=lambda: {"params_q1": Q1.param_count()}),
+    "ch04_q1b_attention_share": Key(
+        names=("attention_share_q1",),
+        kind="value",
+        expected=lambda: {"attention_share_q1": Q1.param_breakdown().attention / Q1.param_count()},
+    ),
+    "ch04_q1c_kv_bytes": Key(
+        names=("kv_bytes_per_token_q1",),
+        kind="value",
+        expected=lambda: {"kv_bytes_per_token_q1": Q1.kv_cache_bytes_per_token(bytes_per_value=1)},
+    ),
+    "ch04_q2_sharded_flops": Key(
+        names=("sharded_matmul_flops",),
+        kind="function",
+        expected=lambda: [
+            (args, _sharded_flops(*args))
+            for args in ((1024, 4096, 16384, 4, 8, 4), (512, 8192, 8192, 2, 2, 2), (64, 128, 256, 1, 8, 16))
+        ],
+    ),
+    "ch04_q3_contraction_flops": Key(
+        names=("contraction_flops",),
+        kind="function",
+        expected=lambda: [
+            (args, _contraction_flops(*args)) for args in ((2, 3, 4, 5, 6, 7, 8), (16, 8, 4, 2, 1, 3, 5), (1,) * 7)
+        ],
+    ),
+    "ch04_q4a_attention_intensity": Key(
+        names=("attention_intensity",),
+        kind="function",
+        expected=lambda: [
+            (args, _attention_intensity(*args))
+            for args in ((1, 8192, 8), (4096, 4096, 1), (2048, 2048, 8), (1, 128, 1))
+        ],
+    ),
+    "ch04_q4b_prefill_length": Key(
+        names=("prefill_tokens_compute_bound",),
+        kind="value",
+        expected=lambda: {"prefill_tokens_compute_bound": 2 * V5E_RIDGE},
+    ),
+    "ch04_q5_crossover": Key(
+        names=("crossover_tokens_q5",),
+        kind="value",
+        expected=lambda: {"crossover_tokens_q5": Q5.attention_crossover_seq_len(against="qkvo")},
+    ),
+    "ch04_q6_remat_work": Key(
+        names=("recomputed_work",),
+        kind="choice",
+        choices=("nothing", "attention", "mlp", "everything"),
+        expected=lambda: "attention",
+    ),
+    "ch04_q7_deepseek_mfu": Key(
+        names=("deepseek_mfu",),
+        kind="value",
+        expected=lambda: {
+            "deepseek_mfu": 6
+            * DEEPSEEK_ACTIVE_PARAMS
+            * DEEPSEEK_TOKENS
+            / (DEEPSEEK_GPU_HOURS * 3600 * H800_FP8_SPARSE_FLOPS_PER_S / 2)
+        },
+    ),
+    "ch04_q8a_moe_batch": Key(
+        names=("moe_critical_batch_tokens",),
+        kind="function",
+        expected=lambda: [
+            (args, _moe_batch(*args))
+            for args in ((8, 2, 1.97e14, 8.1e11), (256, 8, 1.97e14, 8.1e11), (64, 4, 9.2e14, 1.6e12))
+        ],
+    ),
+    "ch04_q8b_moe_deepseek": Key(
+        names=("moe_batch_deepseek_tokens",),
+        kind="value",
+        expected=lambda: {"moe_batch_deepseek_tokens": V5E_RIDGE * 256 / (2 * 8)},
+    ),
+    "ch04_q9_online_softmax": Key(
+        names=("online_softmax_attention",),
+        kind="jax",
+        expected=lambda: [(64, 512, 32, 64), (128, 256, 16, 32), (8, 1024, 24, 256)],
+    ),
+}
+
+# Answers a student might plausibly write that must still lose their points (tests/test_grading.py).
+PLAUSIBLE = {
+    "ch04_q9_online_softmax": """
+def online_softmax_attention(q, k, v, block_size):
+    scores = q @ k.T / math.sqrt(q.shape[1])  # right values, but the whole [T, S] matrix at once
+    return jax.nn.softmax(scores, axis=-1) @ v
+""",
+}
