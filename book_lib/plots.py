@@ -25,6 +25,8 @@ __all__ = [
     "throughput_vs_batch",
     "attention_share",
     "memory_bars",
+    "systolic_snapshots",
+    "chip_scatter",
     "save",
 ]
 
@@ -209,6 +211,56 @@ def memory_bars(labels: Sequence[str], parts: dict[str, Sequence[float]], *, ax=
     ax.set_xlabel("memory (bytes)")
     ax.legend(loc="lower right", fontsize=8)
     ax.grid(axis="y", visible=False)
+    return fig, ax
+
+
+def systolic_snapshots(active: np.ndarray, cycles_to_show: Sequence[int]):
+    """One panel per cycle: which elements of a systolic grid do a multiply-add (dark) at that cycle.
+
+    Args:
+        active: bool[T, K, N] from `book_lib.systolic.simulate`.
+        cycles_to_show: the cycles to draw.
+    """
+    fig, axes = plt.subplots(1, len(cycles_to_show), figsize=(2.0 * len(cycles_to_show), 2.4), squeeze=False)
+    for ax, t in zip(axes[0], cycles_to_show, strict=True):
+        ax.imshow(active[t], cmap="Greys", vmin=0, vmax=1.6)
+        ax.set_xlabel(f"cycle {t}: column")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.grid(False)
+    axes[0][0].set_ylabel("row of the grid")
+    return fig, axes[0][0]
+
+
+def chip_scatter(chips: Sequence[Chip | str], *, ax=None):
+    """Each chip as a point: HBM bandwidth (bytes/s) against dense bf16 peak (FLOPs/s), log-log.
+
+    Dotted diagonals mark constant critical intensity (100 and 300 FLOPs/byte).
+    """
+    fig, ax = _new_axes(ax)
+    chips = [get_chip(c) for c in chips]
+    for chip in chips:
+        ax.loglog(
+            chip.hbm_bytes_per_s,
+            chip.bf16_flops_per_s,
+            "o" if chip.is_tpu else "s",
+            ms=8,
+            color=CHIP_COLORS[chip.name],
+            label=chip.name,
+        )
+        ax.annotate(
+            chip.name,
+            (chip.hbm_bytes_per_s, chip.bf16_flops_per_s),
+            textcoords="offset points",
+            xytext=(5, -3),
+            fontsize=8,
+        )
+    bandwidths = np.geomspace(min(c.hbm_bytes_per_s for c in chips) / 1.5, max(c.hbm_bytes_per_s for c in chips) * 1.5)
+    for ridge in (100, 300):
+        ax.loglog(bandwidths, ridge * bandwidths, color="gray", linestyle=":", lw=1)
+        ax.annotate(f"{ridge} FLOPs/byte", (bandwidths[-1], ridge * bandwidths[-1]), fontsize=8, color="gray")
+    ax.set_xlabel("HBM bandwidth (bytes/s)")
+    ax.set_ylabel("dense bf16 peak (FLOPs/s)")
     return fig, ax
 
 

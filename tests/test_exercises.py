@@ -117,8 +117,8 @@ def _parse_given(text: str) -> float:
     sci = re.fullmatch(r"([\d.]+) \\times 10\^\{(\d+)\}", text)
     if sci:
         return float(sci.group(1)) * 10 ** int(sci.group(2))
-    unit = re.fullmatch(r"([\d.,]+) (TB/s|GB/s|TFLOPs/s)", text)
-    scale = {"TB/s": 1e12, "GB/s": 1e9, "TFLOPs/s": 1e12}
+    unit = re.fullmatch(r"([\d.,]+) (TB/s|GB/s|TFLOPs/s|GiB)", text)
+    scale = {"TB/s": 1e12, "GB/s": 1e9, "TFLOPs/s": 1e12, "GiB": 2**30}
     return float(unit.group(1).replace(",", "")) * scale[unit.group(2)]
 
 
