@@ -106,12 +106,14 @@ def test_block_remat_recomputes_all_but_each_layers_last_matmul():
         return hlo.cost(jax.jit(fn).lower(layers, x).compile()).flops
 
     forward = flops(lambda p, x: attention.stack_loss(p, x, SMALL))
-    plain = flops(jax.value_and_grad(lambda p, x: attention.stack_loss(p, x, SMALL)))
-    remat = flops(jax.value_and_grad(lambda p, x: attention.stack_loss(p, x, SMALL, remat=True)))
+    plain = flops(jax.value_and_grad(lambda p, x: attention.stack_loss(p, x, SMALL), argnums=(0, 1)))
+    remat = flops(jax.value_and_grad(lambda p, x: attention.stack_loss(p, x, SMALL, remat=True), argnums=(0, 1)))
     assert plain / forward == pytest.approx(3, rel=0.02), "backward = 2 x forward"
     per_token = SMALL.flops_breakdown(tokens, training=False)
     down = 2 * SMALL.d_model * SMALL.d_ff / (per_token.layer_matmul_flops + per_token.attention_flops) * SMALL.n_layers
-    assert remat / forward == pytest.approx(4 - down, rel=0.02), "one more forward, minus W_down (its output is unused)"
+    assert remat / forward == pytest.approx(4 - down, rel=0.005), (
+        "one more forward, minus W_down (its output is unused)"
+    )
 
 
 def test_attention_share_and_memory_bars_plots():

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from book_lib import hardware, roofline, transformer
 from exercises.keys import Key
 
 Q1 = transformer.get_model("book-ch4-q1")  # L = 64, D = 4096, F = 4D, V = 32,000, N H = D, MHA
-Q5 = dataclasses.replace(Q1, name="book-ch4-q5")
+# The text's examples: L = 64, D = K H = 8192, multi-head, gated MLP with F = 4D (the vocabulary plays no part).
+EXAMPLE = transformer.TransformerConfig(64, 8192, 4 * 8192, 64, 64, 128, 32000, name="book-ch4-example")
+GEMMA = transformer.get_model("gemma-2-27b")
 
 # Problem 4.7 gives these figures for DeepSeek v3 and the H800 (not in book_lib.hardware: no table
 # of ours lists the H800, and the problem states the rate it wants used).
@@ -37,12 +37,63 @@ def _attention_intensity(T: int, S: int, G: int) -> float:
     return 4 * T * S * G / (4 * (T * G + S))
 
 
+def _attention_mlp_time_ratio(T: int) -> float:
+    # one layer of the problem 4.1 model, one sequence of T tokens in prefill, bf16 on a v5e
+    per_token, L = Q1.flops_breakdown(T, training=False), Q1.n_layers
+    H = Q1.head_dim
+    attention_bytes = 2 * (2 * T * Q1.n_heads * H + 2 * T * Q1.n_kv_heads * H)  # Q, O; K, V
+    mlp_bytes = 2 * (Q1.param_breakdown().mlp / L + 2 * T * Q1.d_model)  # weights, input, output
+    rates = (V5E.bf16_flops_per_s, V5E.hbm_bytes_per_s)
+    attention = roofline.roofline_time(per_token.attention_flops / L * T, attention_bytes, *rates).t_lower
+    mlp = roofline.roofline_time(per_token.mlp_flops / L * T, mlp_bytes, *rates).t_lower
+    return attention / mlp
+
+
+def _remat_extra_flops(B: int, T: int, N: int, H: int) -> float:
+    # the forward attention products of one layer: a one-layer multi-head config with these heads
+    heads = transformer.TransformerConfig(1, N * H, 1, N, N, H, 1)
+    return heads.flops_breakdown(T, training=False).attention_flops * B * T
+
+
+def _unembed_training_flops(B: int, T: int, D: int, V: int) -> float:
+    return 3 * roofline.matmul_cost(B * T, D, V).flops
+
+
 def _moe_batch(E: int, k: int, flops_per_s: float, bytes_per_s: float) -> float:
     # int8 weights (E D F bytes), bf16 compute (2 k B D F FLOPs): 2 k B / E > ridge
     return flops_per_s / bytes_per_s * E / (2 * k)
 
 
 KEYS = {
+    "ch04_q0a_remat_bytes": Key(
+        names=("activations_none_bytes", "activations_block_bytes"),
+        kind="value",
+        expected=lambda: {
+            "activations_none_bytes": EXAMPLE.training_memory(batch_tokens=4e6, remat="none").activations_bytes,
+            "activations_block_bytes": EXAMPLE.training_memory(batch_tokens=4e6, remat="block").activations_bytes,
+        },
+    ),
+    "ch04_q0b_kv_example": Key(
+        names=("kv_cache_8k_bytes",),
+        kind="value",
+        expected=lambda: {"kv_cache_8k_bytes": EXAMPLE.kv_cache_bytes_per_token(bytes_per_value=1) * 8192},
+    ),
+    "ch04_q0c_crossover": Key(
+        names=("crossover_rule_tokens", "crossover_gemma_tokens"),
+        kind="value",
+        expected=lambda: {
+            "crossover_rule_tokens": EXAMPLE.attention_crossover_seq_len(),
+            "crossover_gemma_tokens": GEMMA.attention_crossover_seq_len(),
+        },
+    ),
+    "ch04_q0d_unembed_flops": Key(
+        names=("unembed_training_flops",),
+        kind="function",
+        expected=lambda: [
+            (args, _unembed_training_flops(*args))
+            for args in ((8, 4096, 8192, 128256), (1, 1, 4096, 32000), (3, 100, 7, 11))
+        ],
+    ),
     "ch04_q1a_params": Key(names=("params_q1",), kind="value", expected=lambda: {"params_q1": Q1.param_count()}),
     "ch04_q1b_attention_share": Key(
         names=("attention_share_q1",),
@@ -85,13 +136,25 @@ KEYS = {
     "ch04_q5_crossover": Key(
         names=("crossover_tokens_q5",),
         kind="value",
-        expected=lambda: {"crossover_tokens_q5": Q5.attention_crossover_seq_len(against="qkvo")},
+        expected=lambda: {"crossover_tokens_q5": Q1.attention_crossover_seq_len(against="qkvo")},
     ),
-    "ch04_q6_remat_work": Key(
+    "ch04_q4c_attention_time": Key(
+        names=("attention_to_mlp_time_ratio",),
+        kind="function",
+        expected=lambda: [((T,), _attention_mlp_time_ratio(T)) for T in (128, 1000, 8192, 65536)],
+    ),
+    "ch04_q6a_remat_work": Key(
         names=("recomputed_work",),
         kind="choice",
         choices=("nothing", "attention", "mlp", "everything"),
         expected=lambda: "attention",
+    ),
+    "ch04_q6b_remat_flops": Key(
+        names=("remat_extra_flops",),
+        kind="function",
+        expected=lambda: [
+            (args, _remat_extra_flops(*args)) for args in ((1, 4096, 32, 128), (8, 2048, 64, 128), (2, 100, 3, 7))
+        ],
     ),
     "ch04_q7_deepseek_mfu": Key(
         names=("deepseek_mfu",),
