@@ -236,7 +236,7 @@ _ALL = (
         pcie_bytes_per_s=3.2e10,  # book, Part 2 footnote: "Trillium (TPU v6e) has 32GB/s"
         dcn_bytes_per_s=2.5e10,
         mxu_size=256,
-        mxus_per_core=2,
+        mxus_per_core=4,
         device_kinds=("tpu v6 lite", "tpu v6e"),
         source=f"{BOOK}; https://cloud.google.com/tpu/docs/v6e",
     ),

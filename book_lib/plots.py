@@ -26,7 +26,8 @@ __all__ = [
     "attention_share",
     "memory_bars",
     "systolic_snapshots",
-    "chip_scatter",
+    "chip_rates",
+    "bandwidth_bars",
     "save",
 ]
 
@@ -209,7 +210,7 @@ def memory_bars(labels: Sequence[str], parts: dict[str, Sequence[float]], *, ax=
         left += values
     ax.xaxis.set_major_formatter(EngFormatter(unit="B"))
     ax.set_xlabel("memory (bytes)")
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="upper right", fontsize=8)
     ax.grid(axis="y", visible=False)
     return fig, ax
 
@@ -232,35 +233,59 @@ def systolic_snapshots(active: np.ndarray, cycles_to_show: Sequence[int]):
     return fig, axes[0][0]
 
 
-def chip_scatter(chips: Sequence[Chip | str], *, ax=None):
-    """Each chip as a point: HBM bandwidth (bytes/s) against dense bf16 peak (FLOPs/s), log-log.
+def chip_rates(chips: Sequence[Chip | str], *, ax=None):
+    """Each chip's dense bf16 peak (FLOPs/s) against two bandwidths (bytes/s), log-log.
 
-    Dotted diagonals mark constant critical intensity (100 and 300 FLOPs/byte).
+    Filled marker: HBM bandwidth; hollow marker: one ICI link in one direction (NVLink for GPUs),
+    joined by a line in the chip's style. Dotted diagonals mark constant critical intensity
+    (FLOPs/s over bytes/s) of 1e2, 1e3 and 1e4 FLOPs/byte. TPUs circles, GPUs squares.
     """
     fig, ax = _new_axes(ax)
     chips = [get_chip(c) for c in chips]
     for chip in chips:
-        ax.loglog(
-            chip.hbm_bytes_per_s,
-            chip.bf16_flops_per_s,
-            "o" if chip.is_tpu else "s",
-            ms=8,
-            color=CHIP_COLORS[chip.name],
-            label=chip.name,
-        )
-        ax.annotate(
-            chip.name,
-            (chip.hbm_bytes_per_s, chip.bf16_flops_per_s),
-            textcoords="offset points",
-            xytext=(5, -3),
-            fontsize=8,
-        )
-    bandwidths = np.geomspace(min(c.hbm_bytes_per_s for c in chips) / 1.5, max(c.hbm_bytes_per_s for c in chips) * 1.5)
-    for ridge in (100, 300):
-        ax.loglog(bandwidths, ridge * bandwidths, color="gray", linestyle=":", lw=1)
-        ax.annotate(f"{ridge} FLOPs/byte", (bandwidths[-1], ridge * bandwidths[-1]), fontsize=8, color="gray")
-    ax.set_xlabel("HBM bandwidth (bytes/s)")
+        style = chip_style(chip)
+        marker = "o" if chip.is_tpu else "s"
+        xs = (chip.ici_bytes_per_s, chip.hbm_bytes_per_s)
+        ax.loglog(xs, (chip.bf16_flops_per_s,) * 2, lw=1, color=style["color"], linestyle=style["linestyle"])
+        ax.loglog(xs[1], chip.bf16_flops_per_s, marker, ms=7, color=style["color"], label=chip.name)
+        ax.loglog(xs[0], chip.bf16_flops_per_s, marker, ms=7, mfc="white", color=style["color"])
+    x_low, x_high = min(c.ici_bytes_per_s for c in chips) / 2, max(c.hbm_bytes_per_s for c in chips) * 2
+    y_low, y_high = min(c.bf16_flops_per_s for c in chips) / 2, max(c.bf16_flops_per_s for c in chips) * 2
+    for ridge in (1e2, 1e3, 1e4):
+        start, stop = max(x_low, y_low / ridge), min(x_high, y_high / ridge)
+        if start < stop:
+            xs = np.geomspace(start, stop)
+            ax.loglog(xs, ridge * xs, color="gray", linestyle=":", lw=1)
+            ax.annotate(f"{ridge:,.0f} FLOPs/byte", (stop, ridge * stop), fontsize=8, color="gray", ha="right")
+    ax.set_xlabel("bandwidth: HBM filled, one ICI link hollow (bytes/s)")
     ax.set_ylabel("dense bf16 peak (FLOPs/s)")
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return fig, ax
+
+
+def bandwidth_bars(chips: Sequence[Chip | str], *, ax=None):
+    """Grouped bars, log scale: per chip, HBM, one ICI link (one way), PCIe and its share of DCN (bytes/s).
+
+    The DCN bar is the host's egress divided by the chips on that host (dcn_bytes_per_s / chips_per_host).
+    """
+    fig, ax = _new_axes(ax)
+    chips = [get_chip(c) for c in chips]
+    levels = {
+        "HBM": [c.hbm_bytes_per_s for c in chips],
+        "ICI (one link, one way)": [c.ici_bytes_per_s for c in chips],
+        "PCIe": [c.pcie_bytes_per_s for c in chips],
+        "DCN (per chip)": [c.dcn_bytes_per_s / c.chips_per_host for c in chips],
+    }
+    x = np.arange(len(chips))
+    width = 0.8 / len(levels)
+    for i, (label, values) in enumerate(levels.items()):
+        ax.bar(x + (i - (len(levels) - 1) / 2) * width, values, width, label=label, color=_PALETTE[i])
+    ax.set_yscale("log")
+    ax.set_xticks(x, [c.name for c in chips], rotation=30, ha="right")
+    ax.set_ylabel("bandwidth per chip (bytes/s)")
+    ax.set_xlabel("chip")
+    ax.grid(axis="x", visible=False)
+    ax.legend(fontsize=8, ncol=2, loc="upper left")
     return fig, ax
 
 

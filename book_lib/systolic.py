@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["SystolicRun", "simulate", "cycles"]
+from book_lib.hardware import Chip, get_chip
+
+__all__ = ["SystolicRun", "simulate", "cycles", "implied_clock_hz", "padded_utilization"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,6 +32,15 @@ class SystolicRun:
     product: np.ndarray
     active: np.ndarray
 
+    def __post_init__(self) -> None:
+        if np.ndim(self.product) != 2:
+            raise ValueError(f"product.shape={np.shape(self.product)!r}: not 2-D; allowed: [M, N]")
+        if np.ndim(self.active) != 3 or np.shape(self.active)[2] != np.shape(self.product)[1]:
+            raise ValueError(
+                f"active.shape={np.shape(self.active)!r}: not [T, K, N] with N = {np.shape(self.product)[1]}; "
+                "allowed: [T, K, N]"
+            )
+
     @property
     def n_cycles(self) -> int:
         """Cycles from the first input to the last output (count)."""
@@ -42,7 +53,11 @@ class SystolicRun:
 
 
 def cycles(M: int, K: int, N: int) -> int:
-    """Cycles a K x N array needs to multiply M rows: M + K + N - 2.
+    """Cycles a K x N array needs to multiply M rows (count): M + K + N - 2.
+
+    The last row enters at cycle M - 1, needs K - 1 more cycles to reach the bottom row and N - 1
+    more to reach the last column; counting from cycle 0 that is M + K + N - 2 cycles in all.
+    Book: Part 2 (All About TPUs), Appendix B ("How does a systolic array work?").
 
     Raises:
         ValueError: a size below 1.
@@ -57,7 +72,9 @@ def simulate(x: np.ndarray, w: np.ndarray) -> SystolicRun:
     """Multiply x: f[M, K] by w: f[K, N] on a K x N weight-stationary grid, one cycle at a time.
 
     Each cycle every element passes its input right and its partial sum down (registers update
-    together), so the result is built only from neighbour-to-neighbour moves.
+    together), so the result is built only from neighbour-to-neighbour moves. The run lasts
+    cycles(M, K, N) = M + K + N - 2 cycles.
+    Book: Part 2 (All About TPUs), Appendix B ("How does a systolic array work?").
 
     Raises:
         ValueError: x or w not 2-D, or their inner sizes differ.
@@ -87,3 +104,38 @@ def simulate(x: np.ndarray, w: np.ndarray) -> SystolicRun:
         leaving = (done >= 0) & (done < M)
         product[done[leaving], np.arange(N)[leaving]] = sums[K - 1, leaving]
     return SystolicRun(product=product, active=active)
+
+
+def implied_clock_hz(chip: Chip | str) -> float:
+    """Clock rate (Hz) at which a TPU's MXUs would deliver its quoted bf16 peak.
+
+    Each cell of a size x size MXU does one multiply-add (2 FLOPs) per cycle, so
+    clock = bf16_flops_per_s / (2 * mxu_size**2 * mxus_per_core * cores_per_chip).
+    Book: Part 2 (All About TPUs), "What is a TPU?" (about 5e13 FLOPs/s per MXU at 1.5 GHz on v5e).
+
+    Raises:
+        ValueError: an unknown chip, or a chip without MXU figures (a GPU).
+    """
+    chip = get_chip(chip)
+    if chip.mxu_size is None or chip.mxus_per_core is None:
+        raise ValueError(f"chip={chip.name!r}: no MXU figures in book_lib.hardware; allowed: a TPU")
+    cells = chip.mxu_size**2 * chip.mxus_per_core * chip.cores_per_chip
+    return chip.bf16_flops_per_s / (2.0 * cells)
+
+
+def padded_utilization(K: int, N: int, size: int) -> float:
+    """Fraction of MXU cells holding real weights when a K x N weight is tiled onto size x size arrays.
+
+    Each dimension is padded up to a multiple of `size`:
+    K * N / (ceil(K / size) * size * ceil(N / size) * size).
+    Book: Part 2 (All About TPUs), "Key Takeaways" (weights padded to at least 128, 256 on v6e).
+
+    Raises:
+        ValueError: a size below 1.
+    """
+    for name, value in (("K", K), ("N", N), ("size", size)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name}={value!r}: not a positive int; allowed: 1, 2, 3, ...")
+    padded_k = -(-K // size) * size
+    padded_n = -(-N // size) * size
+    return K * N / (padded_k * padded_n)
