@@ -29,6 +29,7 @@ __all__ = [
     "chip_rates",
     "bandwidth_bars",
     "save",
+    "collective_time_vs_size",
 ]
 
 _PALETTE = tuple(plt.get_cmap("tab10").colors) + ((0.0, 0.0, 0.0),)
@@ -296,3 +297,33 @@ def save(fig, path: str | Path) -> Path:
     fig.savefig(path, metadata=metadata.get(path.suffix.lower()), bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def collective_time_vs_size(
+    array_bytes: Sequence[float],
+    curves: dict[str, Sequence[float]],
+    *,
+    knees: dict[str, float] | None = None,
+    ax=None,
+):
+    """Time of collectives (s) against the array size V (bytes), log-log, one curve per label.
+
+    Each of `knees` (label -> bytes) is a dotted vertical line in its curve's colour at the size
+    where the bandwidth time overtakes the fixed per-hop latency: left of it the collective is
+    latency-bound (flat), right of it bandwidth-bound (time proportional to V).
+    Book: Part 3 (Sharded Matrices and How to Multiply Them), "A note on ICI latency".
+
+    Args:
+        array_bytes: x values, V as `book_lib.collectives` defines it (bytes).
+        curves: label -> time per size (s).
+        knees: label -> size where the curve turns from flat to rising (bytes).
+    """
+    fig, ax = _new_axes(ax)
+    for i, (label, values) in enumerate(curves.items()):
+        ax.loglog(array_bytes, values, label=label, color=_PALETTE[i])
+        if knees and label in knees:
+            ax.axvline(knees[label], color=_PALETTE[i], linestyle=":", lw=1)
+    ax.set_xlabel("array size V (bytes)")
+    ax.set_ylabel("time (s)")
+    ax.legend(loc="upper left", fontsize=8)
+    return fig, ax

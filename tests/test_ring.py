@@ -1,0 +1,166 @@
+"""book_lib.ring: hand-written ring collectives against NumPy and jax.lax, their HLO, and link loads."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from jax import P  # noqa: E402
+
+from book_lib import collectives, devices, hlo, plots, ring  # noqa: E402
+
+ROWS, COLS = 3, 5  # rows per block, columns
+
+
+@pytest.fixture(scope="module", autouse=True)
+def eight_devices():
+    devices.setup(8)
+    return devices.choice()
+
+
+@pytest.fixture(scope="module")
+def mesh():
+    return devices.make_mesh((devices.n_devices(),), ("X",))
+
+
+def _run(body, x, mesh):
+    """jit(shard_map(body)) over axis X on x split by rows; returns (values, collective counts)."""
+    fn = jax.jit(jax.shard_map(body, in_specs=P("X"), out_specs=P("X")))
+    with jax.set_mesh(mesh):
+        xs = jax.device_put(x, P("X"))
+        counts = hlo.collective_counts(fn.lower(xs).compile())
+        return np.asarray(fn(xs)), counts
+
+
+def _data(n_rows: int, seed: int = 0) -> np.ndarray:
+    return np.asarray(jax.random.normal(jax.random.key(seed), (n_rows, COLS)))
+
+
+def _only(counts: dict, **want: int) -> None:
+    expected = {**dict.fromkeys(hlo.COLLECTIVES, 0), **{k.replace("_", "-"): v for k, v in want.items()}}
+    assert counts == expected, counts
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_all_gather_matches_numpy_and_lax(mesh, bidirectional):
+    n = devices.n_devices()
+    x = _data(n * ROWS)
+    # each device returns its whole gathered copy as one row of a stack, so every copy is checked
+    mine, counts = _run(lambda b: ring.all_gather(b, "X", bidirectional=bidirectional)[None], x, mesh)
+    np.testing.assert_array_equal(mine, np.broadcast_to(x, (n, *x.shape)))
+    _only(counts, collective_permute=ring.permute_steps("all_gather", n))
+    theirs, counts = _run(lambda b: jax.lax.all_gather(b, "X", tiled=True)[None], x, mesh)
+    np.testing.assert_array_equal(mine, theirs)
+    _only(counts, all_gather=1)
+
+
+def test_reduce_scatter_matches_numpy_and_lax(mesh):
+    n = devices.n_devices()
+    x = _data(n * n * ROWS, seed=1)  # device i holds rows [i n ROWS, (i + 1) n ROWS): its partial sums
+    want = x.reshape(n, n * ROWS, COLS).sum(axis=0)
+    mine, counts = _run(lambda b: ring.reduce_scatter(b, "X"), x, mesh)
+    np.testing.assert_allclose(mine, want, rtol=1e-5, atol=1e-5)
+    _only(counts, collective_permute=ring.permute_steps("reduce_scatter", n))
+    theirs, counts = _run(lambda b: jax.lax.psum_scatter(b, "X", tiled=True), x, mesh)
+    np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-5)
+    _only(counts, reduce_scatter=1)
+
+
+def test_all_reduce_matches_numpy_and_lax(mesh):
+    n = devices.n_devices()
+    x = _data(n * n * ROWS, seed=2)
+    want = x.reshape(n, n * ROWS, COLS).sum(axis=0)
+    mine, counts = _run(lambda b: ring.all_reduce(b, "X")[None], x, mesh)
+    np.testing.assert_allclose(mine, np.broadcast_to(want, (n, *want.shape)), rtol=1e-5, atol=1e-5)
+    _only(counts, collective_permute=ring.permute_steps("all_reduce", n))
+    theirs, counts = _run(lambda b: jax.lax.psum(b, "X")[None], x, mesh)
+    np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-5)
+    _only(counts, all_reduce=1)
+
+
+def test_all_to_all_matches_numpy_and_lax(mesh):
+    n = devices.n_devices()
+    x = _data(n * n * ROWS, seed=3)
+    # block j of device i's rows lands on device j, in slot i: a transpose of the (i, j) blocks
+    want = x.reshape(n, n, ROWS, COLS).transpose(1, 0, 2, 3).reshape(x.shape)
+    mine, counts = _run(lambda b: ring.all_to_all(b, "X"), x, mesh)
+    np.testing.assert_array_equal(mine, want)
+    _only(counts, collective_permute=ring.permute_steps("all_to_all", n))
+    theirs, counts = _run(lambda b: jax.lax.all_to_all(b, "X", 0, 0, tiled=True), x, mesh)
+    np.testing.assert_array_equal(mine, theirs)
+    _only(counts, all_to_all=1)
+
+
+def test_blocks_that_do_not_divide_raise(mesh):
+    with pytest.raises(ValueError, match=r"^x.shape=\(1, 5\)"):
+        _run(lambda b: ring.reduce_scatter(b, "X"), _data(devices.n_devices()), mesh)
+
+
+def test_permute_steps():
+    assert ring.permute_steps("all_gather", 8) == 7
+    assert ring.permute_steps("all_reduce", 8) == 14
+    assert ring.permute_steps("all_to_all", 1) == 0
+
+
+def test_permute_steps_rejects_unknown_op():
+    with pytest.raises(ValueError, match="^op='gather'"):
+        ring.permute_steps("gather", 8)
+
+
+def test_permute_steps_rejects_bad_count():
+    with pytest.raises(ValueError, match="^n_devices=0"):
+        ring.permute_steps("all_gather", 0)
+
+
+def test_link_load_by_hand():
+    # one-way ring of 4: every block crosses 3 of the 4 links, so each link carries 3 blocks of V / 4
+    assert ring.link_load_fraction("all_gather", 4) == pytest.approx(3 / 4)
+    assert ring.link_load_fraction("all_gather", 4, bidirectional=True) == pytest.approx(3 / 8)
+    assert ring.link_load_fraction("all_reduce", 4) == pytest.approx(3 / 2)
+    # AllToAll, one way: pieces travel 1 + 2 + 3 hops, 6 pieces of V / 16 per link (worked problem 3.10)
+    assert ring.link_load_fraction("all_to_all", 4) == pytest.approx(6 / 16)
+    # both ways: 1 hop each for the neighbours, half of the opposite piece each way round: 2 pieces
+    assert ring.link_load_fraction("all_to_all", 4, bidirectional=True) == pytest.approx(2 / 16)
+    assert ring.link_load_fraction("reduce_scatter", 1) == 0.0
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 8, 16])
+def test_link_load_matches_collectives_closed_forms(n):
+    v, w = 1e9, 4.5e10  # a v5e link, one way
+    for op in ("all_gather", "reduce_scatter", "all_reduce", "all_to_all"):
+        ring_time = collectives.collective_time(op, v, n, "v5e", hop_latency_s=0).bandwidth_s
+        assert ring.link_load_fraction(op, n, bidirectional=True) * v / w == pytest.approx(ring_time), op
+    # one-way ring: AllToAll is half the AllGather, as worked problem 3.10 derives
+    assert ring.link_load_fraction("all_to_all", n) == pytest.approx(ring.link_load_fraction("all_gather", n) / 2)
+    assert ring.link_load_fraction("all_to_all", n) == pytest.approx((n - 1) / (2 * n))
+
+
+def test_link_load_rejects_unknown_op():
+    with pytest.raises(ValueError, match="^op='psum'"):
+        ring.link_load_fraction("psum", 4)
+
+
+def test_link_load_rejects_bad_count():
+    with pytest.raises(ValueError, match="^n_devices=2.5"):
+        ring.link_load_fraction("all_gather", 2.5)
+
+
+def test_partition_spec():
+    assert ring.partition_spec("A[I_X, J_Y]") == P("X", "Y")
+    assert ring.partition_spec("A[I_XY, J]") == P(("X", "Y"), None)
+    assert ring.partition_spec("A[I, J]") == P(None, None)
+
+
+def test_partition_spec_rejects_unreduced():
+    with pytest.raises(ValueError, match=r"^array='C\[I, K\]\{U_X\}'"):
+        ring.partition_spec("C[I, K]{U_X}")
+
+
+def test_collective_time_plot_labels():
+    sizes = [1e3, 1e6, 1e9]
+    fig, ax = plots.collective_time_vs_size(sizes, {"AllGather": [1e-6, 2e-5, 2e-2]}, knees={"AllGather": 4e4})
+    assert ax.get_xlabel() == "array size V (bytes)" and ax.get_ylabel() == "time (s)"
+    assert len(ax.lines) == 2 and ax.get_xscale() == "log"
+    matplotlib.pyplot.close(fig)
