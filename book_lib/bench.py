@@ -81,13 +81,16 @@ class Peaks:
     """Throughputs measured on the device at hand (not from a spec sheet).
 
     Attributes:
-        flops_per_s: a large square matmul's FLOPs over its median time (FLOPs/s).
-        bytes_per_s: a large elementwise scale's bytes read and written over its median time (bytes/s).
+        flops_per_s: a large square matmul's FLOPs over its fastest time (FLOPs/s).
+        bytes_per_s: a large elementwise scale's bytes read and written over its fastest time (bytes/s).
+        vector_bytes: bytes read and written by that scale (bytes): far above a cache, the bandwidth
+            is that of main memory (HBM on an accelerator).
         dtype: the element type used.
     """
 
     flops_per_s: float
     bytes_per_s: float
+    vector_bytes: float
     dtype: str
 
 
@@ -97,21 +100,25 @@ def _random(shape, dtype, seed: int, device):
     return jax.device_put(jax.random.normal(jax.random.key(seed), shape, dtype=dtype), device)
 
 
-def measure_peaks(device, dtype, *, matmul_n: int = 2048, vector_n: int = 2**24) -> Peaks:
+def measure_peaks(device, dtype, *, matmul_n: int = 2048, vector_n: int = 2**25) -> Peaks:
     """Measure peak FLOPs/s (an n x n x n matmul) and memory bandwidth (y = 2 x) on `device`.
 
-    flops_per_s = 2 n^3 / t_matmul; bytes_per_s = 2 * vector_n * itemsize / t_scale.
+    flops_per_s = 2 n^3 / t_matmul; bytes_per_s = 2 * vector_n * itemsize / t_scale, each from the
+    fastest of several runs (a peak is the best the device did, not its typical speed). The default
+    vector (128 MiB in float32, read and written) is larger than any CPU's last-level cache, so
+    the bandwidth is main memory's.
     """
     import jax.numpy as jnp
 
     a = _random((matmul_n, matmul_n), dtype, 0, device)
     b = _random((matmul_n, matmul_n), dtype, 1, device)
-    t_matmul = time_jitted(jnp.matmul, a, b, n_runs=3).median_s
+    t_matmul = time_jitted(jnp.matmul, a, b, n_runs=5).min_s
     x = _random((vector_n,), dtype, 2, device)
-    t_scale = time_jitted(lambda v: v * 2, x, n_runs=5).median_s
+    t_scale = time_jitted(lambda v: v * 2, x, n_runs=7).min_s
     return Peaks(
         flops_per_s=2.0 * matmul_n**3 / t_matmul,
         bytes_per_s=2.0 * vector_n * x.dtype.itemsize / t_scale,
+        vector_bytes=2.0 * vector_n * x.dtype.itemsize,
         dtype=str(x.dtype),
     )
 

@@ -3,8 +3,8 @@
 Every notebook calls `setup()` in its first code cell, before JAX starts a backend. With an
 accelerator that has at least `n` devices, the mesh demos use those; otherwise JAX also gets `n`
 virtual CPU devices for the mesh demos, while the single-chip demos keep the accelerator when there
-is one. This module holds the project's only global state and is the only place that changes JAX's
-configuration.
+is one. This module (with `book_lib.precision`, which it calls) holds the project's only global
+state and is the only place that changes JAX's configuration.
 """
 
 from __future__ import annotations
@@ -17,12 +17,15 @@ from book_lib.hardware import Chip, chip_from_device_kind
 
 __all__ = [
     "Choice",
+    "choose",
+    "check_jax_version",
     "setup",
     "choice",
     "mesh_devices",
     "n_devices",
     "single_device",
     "chip",
+    "device_spec",
     "make_mesh",
     "mesh_shape",
     "pallas_compiles",
@@ -40,42 +43,141 @@ class Choice:
         n_mesh_devices: devices the mesh demos use (count).
         single_platform: platform of the device the single-chip demos use.
         device_kind: `device_kind` of that single device.
+        n_accelerators: accelerator devices JAX found (count; 0 on a CPU-only runtime).
         virtual: True when the mesh devices are virtual CPU devices.
+        matmul_emulation: `"bf16"` or `"tf32"` when CPU matmuls emulate an accelerator's rounding
+            (`book_lib.precision`), else None.
     """
 
     mesh_platform: str
     n_mesh_devices: int
     single_platform: str
     device_kind: str
+    n_accelerators: int = 0
     virtual: bool
+    matmul_emulation: str | None = None
 
     def describe(self) -> str:
         """One line for the reader."""
+        emulation = (
+            f"; CPU matmuls round float32 operands to {self.matmul_emulation}, as an accelerator does by default"
+            if self.matmul_emulation
+            else ""
+        )
         if not self.virtual:
-            return f"book_lib: using {self.n_mesh_devices} {self.mesh_platform.upper()} devices ({self.device_kind})"
+            return (
+                f"book_lib: using {self.n_mesh_devices} {self.mesh_platform.upper()} devices "
+                f"({self.device_kind}){emulation}"
+            )
         if self.single_platform == "cpu":
             return (
                 f"book_lib: no accelerator found; using {self.n_mesh_devices} virtual CPU devices "
-                "(timings are CPU timings, not TPU ones)"
+                f"(timings are CPU timings, not TPU ones){emulation}"
             )
+        found = "one" if self.n_accelerators == 1 else f"{self.n_accelerators}"
         return (
-            f"book_lib: one {self.single_platform.upper()} ({self.device_kind}) for single-chip demos, "
-            f"{self.n_mesh_devices} virtual CPU devices for the mesh demos"
+            f"book_lib: found {found} {self.single_platform.upper()} device{'s' * (self.n_accelerators != 1)} "
+            f"({self.device_kind}), fewer than the {self.n_mesh_devices} the mesh demos need: "
+            f"those run on {self.n_mesh_devices} virtual CPU devices, single-device demos and timings "
+            f"on the first {self.single_platform.upper()} device{emulation}"
         )
+
+
+def check_jax_version(installed: str | None = None) -> None:
+    """Stop with a clear message when the installed jax is older than book_lib requires.
+
+    The floor is the one `pyproject.toml` declares (read from the installed package's metadata).
+
+    Args:
+        installed: a jax version string to check instead of the installed one (for tests).
+
+    Raises:
+        RuntimeError: jax is older than required; the message names both versions and the fix.
+    """
+    import importlib.metadata
+
+    required = _required_jax()
+    have = installed if installed is not None else importlib.metadata.version("jax")
+    if required is None or _version_tuple(have) >= _version_tuple(required):
+        return
+    raise RuntimeError(
+        f"jax {have} is installed, but book_lib needs jax>={required} (jax.shard_map, jax.set_mesh, jax.P "
+        f"and sharded .at[] updates as these notebooks use them). Fix: run  pip install -U 'jax>={required}'  "
+        f"(on a TPU runtime 'jax[tpu]>={required}', on an NVIDIA GPU 'jax[cuda12]>={required}'), "
+        "then restart the runtime and run this cell again."
+    )
+
+
+def _required_jax() -> str | None:
+    """The lowest jax version book_lib's installed metadata allows, or None when it states none."""
+    import importlib.metadata
+    import re
+
+    try:
+        requires = importlib.metadata.requires("book_lib") or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for requirement in requires:
+        match = re.fullmatch(r"jax\s*>=\s*([0-9][0-9.]*)", requirement.split(";")[0].strip())
+        if match:
+            return match.group(1)
+    return None
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    """(0, 8, 0) from "0.8.0" or "0.8.0.dev20251101"; stops at the first part that is not a number."""
+    parts = []
+    for part in version.split("."):
+        if not part.isdigit():
+            break
+        parts.append(int(part))
+    return tuple(parts)
+
+
+def choose(platform: str, device_kind: str, n_found: int, n: int, *, emulation: str | None = None) -> Choice:
+    """The choice `setup()` makes when JAX's default backend has `n_found` devices of `platform`.
+
+    With an accelerator of at least `n` devices the mesh demos use it; otherwise they use `n`
+    virtual CPU devices, and single-device demos keep the first accelerator device if there is one.
+
+    Args:
+        platform: `jax.devices()[0].platform` (`"cpu"`, `"tpu"`, `"gpu"`).
+        device_kind: `jax.devices()[0].device_kind`.
+        n_found: `len(jax.devices())` (count), >= 1.
+        n: devices the mesh demos want (count), >= 1.
+        emulation: the matmul rounding in force (`book_lib.precision`), or None.
+    """
+    for name, value in (("n_found", n_found), ("n", n)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}={value!r}: not a positive int; allowed: 1, 2, 4, 8, ...")
+    accelerators = 0 if platform == "cpu" else n_found
+    enough = accelerators >= n
+    return Choice(
+        mesh_platform=platform if enough else "cpu",
+        n_mesh_devices=n_found if enough else n,
+        single_platform=platform,
+        device_kind=device_kind,
+        n_accelerators=accelerators,
+        virtual=not enough,
+        matmul_emulation=emulation,
+    )
 
 
 def setup(n: int = 8) -> None:
     """Choose the devices for this kernel and print one line saying which (idempotent).
 
     Must run before the first JAX computation: JAX fixes the number of CPU devices when its CPU
-    backend starts. Calling it again keeps the first choice; `choice()` returns it.
+    backend starts. Calling it again keeps the first choice; `choice()` returns it. First checks
+    that jax is new enough; when the environment variable `book_lib.precision.ENV_VAR` says
+    `bf16` or `tf32`, CPU matmuls then emulate that rounding (the test suite's accelerator mode).
 
     Args:
         n: devices the mesh demos want (count), >= 1.
 
     Raises:
-        ValueError: `n` is not a positive int.
-        RuntimeError: JAX already started with fewer than `n` CPU devices and no accelerator has `n`.
+        ValueError: `n` is not a positive int, or the precision variable names an unknown kind.
+        RuntimeError: jax is too old, or JAX already started with fewer than `n` CPU devices and no
+            accelerator has `n`.
     """
     global _CHOICE
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
@@ -83,34 +185,31 @@ def setup(n: int = 8) -> None:
     if _CHOICE is not None:
         print(_CHOICE.describe())
         return
+    check_jax_version()
+    import os
+
     import jax
+
+    from book_lib import precision
 
     try:
         jax.config.update("jax_num_cpu_devices", n)
     except RuntimeError:
         pass  # backends already started: whatever JAX has is checked below
-    default = jax.devices()
-    if default[0].platform != "cpu" and len(default) >= n:
-        chosen = Choice(
-            mesh_platform=default[0].platform,
-            n_mesh_devices=len(default),
-            single_platform=default[0].platform,
-            device_kind=default[0].device_kind,
-            virtual=False,
-        )
-    else:
-        cpus = jax.devices("cpu")
-        if len(cpus) < n:
-            raise RuntimeError(
-                f"JAX started before book_lib.devices.setup() with {len(cpus)} CPU devices; "
-                f"restart the kernel and run the setup cell first (it asks for {n})"
+    emulation = os.environ.get(precision.ENV_VAR) or None
+    if emulation is not None:
+        if emulation not in precision.MANTISSA_BITS:
+            raise ValueError(
+                f"{precision.ENV_VAR}={emulation!r}: unknown matmul precision; "
+                f"allowed: {', '.join(precision.MANTISSA_BITS)} or unset"
             )
-        chosen = Choice(
-            mesh_platform="cpu",
-            n_mesh_devices=n,
-            single_platform=default[0].platform,
-            device_kind=default[0].device_kind,
-            virtual=True,
+        precision.emulate(emulation)
+    default = jax.devices()
+    chosen = choose(default[0].platform, default[0].device_kind, len(default), n, emulation=emulation)
+    if chosen.virtual and len(jax.devices("cpu")) < n:
+        raise RuntimeError(
+            f"JAX started before book_lib.devices.setup() with {len(jax.devices('cpu'))} CPU devices; "
+            f"restart the kernel and run the setup cell first (it asks for {n})"
         )
     _CHOICE = chosen
     print(chosen.describe())
@@ -147,6 +246,16 @@ def chip() -> Chip | None:
     """The `hardware.Chip` of `single_device()`, or None on a CPU or an unknown accelerator."""
     c = choice()
     return None if c.single_platform == "cpu" else chip_from_device_kind(c.device_kind)
+
+
+def device_spec() -> Chip | None:
+    """The figures of ONE JAX device, `single_device()`: its chip's, or half of them where a device is one core.
+
+    On TPU v2, v3 and 7x JAX shows each TensorCore as a device, so a device has half the chip's
+    FLOPs/s, HBM and HBM bandwidth (`Chip.per_device()`). None on a CPU or an unknown accelerator.
+    """
+    found = chip()
+    return None if found is None else found.per_device()
 
 
 def mesh_shape(n_axes: int = 2) -> tuple[int, ...]:

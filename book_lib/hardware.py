@@ -10,13 +10,14 @@ Book: Part 2 (All About TPUs), "Key Takeaways"; Part 2 Appendix A (GPUs).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import re
 from dataclasses import dataclass
 from types import MappingProxyType
 
-__all__ = ["Chip", "CHIPS", "get_chip", "chip_names", "chip_from_device_kind"]
+__all__ = ["Chip", "CHIPS", "VARIANTS", "get_chip", "chip_names", "chip_from_device_kind"]
 
 GiB = 2**30
 BOOK = "How to Scale Your Model, Part 2, 'Key Takeaways' tables"
@@ -44,7 +45,10 @@ class Chip:
         vmem_bytes: TPU on-chip vector memory (bytes), None where unpublished or for GPUs.
         mxu_size: side of one systolic array (TPU), None for GPUs.
         mxus_per_core: systolic arrays per TensorCore (TPU), None for GPUs.
-        device_kinds: lowercase prefixes of `jax.Device.device_kind` that mean this chip.
+        devices_per_chip: JAX devices one chip shows as (count): 2 on TPU v2, v3 and 7x, whose
+            TensorCores (7x: chiplets) are separate devices, each with its own half of the HBM.
+        device_kinds: regular expressions; a lowercased `jax.Device.device_kind` that matches one
+            whole means this chip.
         source: where the figures come from (URLs).
     """
 
@@ -65,6 +69,7 @@ class Chip:
     vmem_bytes: float | None = None
     mxu_size: int | None = None
     mxus_per_core: int | None = None
+    devices_per_chip: int = 1
     device_kinds: tuple[str, ...] = ()
     source: str
 
@@ -77,6 +82,7 @@ class Chip:
             "ici_bytes_per_s",
             "ici_links",
             "cores_per_chip",
+            "devices_per_chip",
             "pcie_bytes_per_s",
             "dcn_bytes_per_s",
         )
@@ -111,6 +117,26 @@ class Chip:
         """True for TPUs, False for GPUs."""
         return self.family == "tpu"
 
+    def per_device(self) -> Chip:
+        """The figures of one JAX device: this chip, or one core's share where a device is a core.
+
+        per-device rate = per-chip rate / devices_per_chip (FLOPs/s, HBM bytes and HBM bytes/s).
+        Links and hosts stay per chip.
+        """
+        n = self.devices_per_chip
+        if n == 1:
+            return self
+        return dataclasses.replace(
+            self,
+            name=f"{self.name}/core",
+            bf16_flops_per_s=self.bf16_flops_per_s / n,
+            int8_ops_per_s=self.int8_ops_per_s / n,
+            hbm_bytes=self.hbm_bytes / n,
+            hbm_bytes_per_s=self.hbm_bytes_per_s / n,
+            cores_per_chip=max(1, self.cores_per_chip // n),
+            devices_per_chip=1,
+        )
+
 
 def _tpu(**kw) -> Chip:
     return Chip(family="tpu", **kw)
@@ -137,6 +163,7 @@ _ALL = (
         dcn_bytes_per_s=2.5e10,
         mxu_size=128,
         mxus_per_core=1,
+        devices_per_chip=2,
         device_kinds=("tpu v2",),
         source=(
             "https://cloud.google.com/tpu/docs/v2; "
@@ -160,6 +187,7 @@ _ALL = (
         dcn_bytes_per_s=2.5e10,
         mxu_size=128,
         mxus_per_core=2,
+        devices_per_chip=2,
         device_kinds=("tpu v3",),
         source=f"{BOOK}; https://cloud.google.com/tpu/docs/v3",
     ),
@@ -199,7 +227,7 @@ _ALL = (
         vmem_bytes=128 * 2**20,
         mxu_size=128,
         mxus_per_core=4,
-        device_kinds=("tpu v5 lite", "tpu v5e"),
+        device_kinds=(r"tpu v5 ?lite", "tpu v5e"),
         source=f"{BOOK}; https://cloud.google.com/tpu/docs/v5e",
     ),
     _tpu(
@@ -218,7 +246,7 @@ _ALL = (
         dcn_bytes_per_s=2.5e10,
         mxu_size=128,
         mxus_per_core=4,
-        device_kinds=("tpu v5p", "tpu v5"),
+        device_kinds=("tpu v5p?",),
         source=f"{BOOK}; https://cloud.google.com/tpu/docs/v5p",
     ),
     _tpu(
@@ -237,7 +265,7 @@ _ALL = (
         dcn_bytes_per_s=2.5e10,
         mxu_size=256,
         mxus_per_core=4,
-        device_kinds=("tpu v6 lite", "tpu v6e"),
+        device_kinds=(r"tpu v6 ?lite", "tpu v6e"),
         source=f"{BOOK}; https://cloud.google.com/tpu/docs/v6e",
     ),
     _tpu(
@@ -256,7 +284,8 @@ _ALL = (
         dcn_bytes_per_s=2.5e10,
         mxu_size=256,
         mxus_per_core=4,
-        device_kinds=("tpu7x", "tpu 7x", "tpu v7"),
+        devices_per_chip=2,
+        device_kinds=(r"tpu ?7x", "tpu v7x?"),
         source="https://cloud.google.com/tpu/docs/tpu7x; https://blog.google/products/google-cloud/ironwood-tpu-age-of-inference/",
     ),
     _gpu(
@@ -272,7 +301,7 @@ _ALL = (
         pod_shape=(8,),
         pcie_bytes_per_s=3.2e10,  # PCIe gen4 x16, one direction
         dcn_bytes_per_s=2.5e10,
-        device_kinds=("nvidia a100",),
+        device_kinds=(r"nvidia a100-sxm4?-80gb",),
         source=(
             "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
             "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf (SXM 80GB)"
@@ -291,7 +320,7 @@ _ALL = (
         pod_shape=(8,),
         pcie_bytes_per_s=6.4e10,  # PCIe gen5 x16, one direction
         dcn_bytes_per_s=5.0e10,
-        device_kinds=("nvidia h100",),
+        device_kinds=(r"nvidia h100( 80gb hbm3|-sxm5?-80gb)?",),
         source="https://www.nvidia.com/en-us/data-center/h100/ (SXM)",
     ),
     _gpu(
@@ -307,7 +336,7 @@ _ALL = (
         pod_shape=(8,),
         pcie_bytes_per_s=6.4e10,
         dcn_bytes_per_s=5.0e10,
-        device_kinds=("nvidia h200",),
+        device_kinds=(r"nvidia h200( 141gb hbm3e|-sxm5?-141gb)?",),
         source="https://www.nvidia.com/en-us/data-center/h200/ (SXM)",
     ),
     _gpu(
@@ -323,12 +352,53 @@ _ALL = (
         pod_shape=(8,),
         pcie_bytes_per_s=6.4e10,
         dcn_bytes_per_s=5.0e10,
-        device_kinds=("nvidia b200",),
+        device_kinds=(r"nvidia b200( .*)?",),
         source="https://www.nvidia.com/en-us/data-center/hgx/ (HGX B200, per GPU)",
     ),
 )
 
 CHIPS: MappingProxyType[str, Chip] = MappingProxyType({chip.name: chip for chip in _ALL})
+
+# Boards that JAX can report but the book's table does not list: same architecture, other memory
+# or power. Found by `get_chip` and `chip_from_device_kind`, left out of `CHIPS` and the book's tables.
+_BY_NAME = {chip.name: chip for chip in _ALL}
+_VARIANTS = (
+    dataclasses.replace(
+        _BY_NAME["a100"],
+        name="a100-40gb",
+        hbm_bytes=40e9,
+        hbm_bytes_per_s=1.555e12,
+        device_kinds=(r"nvidia a100(-sxm4?|-pcie)?-40gb", "nvidia a100"),
+        source=(
+            "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
+            "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf (40GB, SXM and PCIe; NVLink figures are SXM's)"
+        ),
+    ),
+    dataclasses.replace(
+        _BY_NAME["a100"],
+        name="a100-80gb-pcie",
+        hbm_bytes_per_s=1.935e12,
+        pod_shape=(2,),  # an NVLink bridge joins pairs of PCIe cards
+        device_kinds=(r"nvidia a100 80gb pcie", r"nvidia a100-pcie-80gb"),
+        source=(
+            "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
+            "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf (80GB PCIe)"
+        ),
+    ),
+    dataclasses.replace(
+        _BY_NAME["h100"],
+        name="h100-pcie",
+        bf16_flops_per_s=7.56e14,  # 1,513 TFLOPS with sparsity; dense is half
+        int8_ops_per_s=1.513e15,
+        hbm_bytes_per_s=2.0e12,
+        ici_links=12,  # NVLink bridge: 600 GB/s bidirectional between a pair
+        cores_per_chip=114,
+        pod_shape=(2,),
+        device_kinds=(r"nvidia h100 pcie", r"nvidia h100-pcie(-80gb)?"),
+        source="https://www.nvidia.com/en-us/data-center/h100/ (PCIe)",
+    ),
+)
+VARIANTS: MappingProxyType[str, Chip] = MappingProxyType({chip.name: chip for chip in _VARIANTS})
 
 
 def _key(name: str) -> str:
@@ -337,7 +407,7 @@ def _key(name: str) -> str:
     return key[3:] if key.startswith("tpu") and len(key) > 3 else key
 
 
-_BY_KEY = {_key(chip.name): chip for chip in _ALL}
+_BY_KEY = {_key(chip.name): chip for chip in (*_ALL, *_VARIANTS)}
 
 
 def chip_names() -> tuple[str, ...]:
@@ -346,7 +416,7 @@ def chip_names() -> tuple[str, ...]:
 
 
 def get_chip(name: str | Chip) -> Chip:
-    """The `Chip` called `name`; case, spaces, dashes, underscores and a 'TPU' prefix are ignored.
+    """The `Chip` called `name`, in `CHIPS` or `VARIANTS`; case, spaces, dashes, underscores and 'TPU' are ignored.
 
     `get_chip("v5e") == get_chip("TPU v5e") == get_chip("tpu_v5e")`. A `Chip` is returned as is.
 
@@ -356,21 +426,24 @@ def get_chip(name: str | Chip) -> Chip:
     if isinstance(name, Chip):
         return name
     if not isinstance(name, str):
-        raise ValueError(f"name={name!r}: not a chip name; allowed: {', '.join(CHIPS)}")
+        raise ValueError(f"name={name!r}: not a chip name; allowed: {', '.join((*CHIPS, *VARIANTS))}")
     chip = _BY_KEY.get(_key(name))
     if chip is None:
         close = difflib.get_close_matches(_key(name), list(_BY_KEY), n=3, cutoff=0.4)
         hint = ", ".join(_BY_KEY[c].name for c in close) or "none"
-        raise ValueError(f"name={name!r}: unknown chip; closest: {hint}; allowed: {', '.join(CHIPS)}")
+        raise ValueError(f"name={name!r}: unknown chip; closest: {hint}; allowed: {', '.join((*CHIPS, *VARIANTS))}")
     return chip
 
 
 def chip_from_device_kind(device_kind: str) -> Chip | None:
-    """The chip a `jax.Device.device_kind` string names (`"TPU v5 lite"` -> tpu-v5e), or None (CPU)."""
-    kind = device_kind.lower().strip()
-    best = None
-    for chip in _ALL:
-        for prefix in chip.device_kinds:
-            if kind.startswith(prefix) and (best is None or len(prefix) > best[0]):
-                best = (len(prefix), chip)
-    return best[1] if best else None
+    """The chip a `jax.Device.device_kind` names (`"TPU v5 lite"` -> tpu-v5e), or None when unknown.
+
+    The lowercased kind must match one of a chip's `device_kinds` patterns whole, so
+    `"NVIDIA A100-SXM4-40GB"` is the 40 GB board, `"NVIDIA H100 PCIe"` the PCIe card, and a T4,
+    an L4 or a CPU is None rather than a near miss.
+    """
+    kind = " ".join(device_kind.lower().split())
+    for chip in (*_ALL, *_VARIANTS):
+        if any(re.fullmatch(pattern, kind) for pattern in chip.device_kinds):
+            return chip
+    return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["COLLECTIVES", "collective_counts", "hlo_text", "Cost", "cost"]
+__all__ = ["COLLECTIVES", "collective_counts", "hlo_text", "compile_on_cpu", "Cost", "cost"]
 
 COLLECTIVES = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
 
@@ -37,6 +37,27 @@ def collective_counts(compiled) -> dict[str, int]:
         if match:
             counts[match.group(1)] += 1
     return counts
+
+
+def compile_on_cpu(fn, *args, static_argnums: int | tuple[int, ...] = ()):
+    """`jax.jit(fn)` compiled for the host CPU, with float32 matmuls exact ("highest" precision).
+
+    XLA's HLO and `cost_analysis()` depend on the backend, and an accelerator's default matmul
+    precision (or `book_lib.precision`'s emulation of it) adds rounding ops to the program. A check
+    of exact FLOP counts compiles here so that it tests the same program on every runtime.
+
+    Args:
+        fn: the function to compile.
+        *args: its arguments; arrays are copied to the first CPU device.
+        static_argnums: as for `jax.jit`.
+    """
+    import jax
+
+    cpu = jax.devices("cpu")[0]
+    static = {static_argnums} if isinstance(static_argnums, int) else set(static_argnums)
+    placed = [a if i in static else jax.device_put(a, cpu) for i, a in enumerate(args)]
+    with jax.default_matmul_precision("highest"):
+        return jax.jit(fn, static_argnums=static_argnums).lower(*placed).compile()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

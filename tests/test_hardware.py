@@ -81,14 +81,53 @@ def test_non_string_name_is_rejected():
 
 @pytest.mark.parametrize(
     ("kind", "name"),
-    [("TPU v5 lite", "tpu-v5e"), ("TPU v5p", "tpu-v5p"), ("TPU v4", "tpu-v4"), ("NVIDIA H100 80GB HBM3", "h100")],
+    [
+        ("TPU v2", "tpu-v2"),
+        ("TPU v3", "tpu-v3"),
+        ("TPU v4", "tpu-v4"),
+        ("TPU v5 lite", "tpu-v5e"),
+        ("TPU v5", "tpu-v5p"),
+        ("TPU v5p", "tpu-v5p"),
+        ("TPU v6 lite", "tpu-v6e"),
+        ("TPU7x", "tpu-7x"),
+        ("NVIDIA A100-SXM4-80GB", "a100"),
+        ("NVIDIA A100-SXM4-40GB", "a100-40gb"),
+        ("NVIDIA A100-PCIE-40GB", "a100-40gb"),
+        ("NVIDIA A100 80GB PCIe", "a100-80gb-pcie"),
+        ("NVIDIA H100 80GB HBM3", "h100"),
+        ("NVIDIA H100 PCIe", "h100-pcie"),
+        ("NVIDIA H200", "h200"),
+        ("NVIDIA B200", "b200"),
+    ],
 )
 def test_device_kind_maps_to_chip(kind, name):
-    assert chip_from_device_kind(kind) is CHIPS[name]
+    assert chip_from_device_kind(kind) is get_chip(name)
 
 
-def test_cpu_device_kind_is_no_chip():
-    assert chip_from_device_kind("cpu") is None
+@pytest.mark.parametrize("kind", ["cpu", "Tesla T4", "NVIDIA L4", "NVIDIA H100 NVL", "NVIDIA GeForce RTX 4090"])
+def test_unknown_device_kind_is_no_chip_rather_than_a_near_miss(kind):
+    assert chip_from_device_kind(kind) is None
+
+
+def test_variants_differ_where_the_boards_differ():
+    a100_40, a100_80 = get_chip("a100-40gb"), CHIPS["a100"]
+    assert a100_40.hbm_bytes_per_s == 1.555e12 < a100_80.hbm_bytes_per_s == 2.039e12
+    assert get_chip("h100 pcie").bf16_flops_per_s == 7.56e14 < CHIPS["h100"].bf16_flops_per_s
+    assert get_chip("h100-pcie").hbm_bytes_per_s == 2.0e12 and get_chip("h100-pcie").cores_per_chip == 114
+    assert not set(hardware.VARIANTS) & set(CHIPS), "variants stay out of the book's table"
+
+
+def test_per_device_figures_halve_where_a_device_is_one_core():
+    for name in ("tpu-v2", "tpu-v3", "tpu-7x"):
+        chip, device = CHIPS[name], CHIPS[name].per_device()
+        assert chip.devices_per_chip == 2 and device.name == f"{name}/core"
+        assert (
+            device.bf16_flops_per_s == chip.bf16_flops_per_s / 2 and device.hbm_bytes_per_s == chip.hbm_bytes_per_s / 2
+        )
+        assert device.hbm_bytes == chip.hbm_bytes / 2
+    assert CHIPS["tpu-v2"].per_device().bf16_flops_per_s == 2.3e13, "Part 9: 23e12 FLOPs/s per v2 core"
+    for name in ("tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "h100"):
+        assert CHIPS[name].per_device() is CHIPS[name], "one device is the whole chip"
 
 
 def test_bad_fields_raise_naming_the_field():

@@ -4,12 +4,17 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import textwrap  # noqa: E402
+
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import pytest  # noqa: E402
 from jax import P  # noqa: E402
 
-from book_lib import bench, devices, hlo, plots  # noqa: E402
+from book_lib import bench, devices, hlo, plots, precision  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -19,17 +24,108 @@ def eight_devices():
 
 
 def test_setup_gives_eight_cpu_devices_here(eight_devices, capsys):
-    assert eight_devices.virtual and eight_devices.mesh_platform == "cpu"
+    assert eight_devices.virtual and eight_devices.mesh_platform == "cpu" and eight_devices.n_accelerators == 0
     assert devices.n_devices() == 8 and len(devices.mesh_devices()) == 8
     devices.setup(8)
     assert devices.choice() is eight_devices, "a second call keeps the first choice"
     assert "virtual CPU devices" in capsys.readouterr().out
-    assert devices.chip() is None and not devices.pallas_compiles()
+    assert devices.chip() is None and devices.device_spec() is None and not devices.pallas_compiles()
 
 
 def test_setup_rejects_bad_n():
     with pytest.raises(ValueError, match="n=0"):
         devices.setup(0)
+
+
+def test_an_accelerator_with_enough_devices_runs_the_mesh_demos():
+    v2 = devices.choose("tpu", "TPU v2", 8, 8)
+    assert not v2.virtual and v2.n_mesh_devices == 8 and v2.mesh_platform == "tpu"
+    assert v2.describe() == "book_lib: using 8 TPU devices (TPU v2)"
+
+
+@pytest.mark.parametrize(
+    ("platform", "kind", "found"), [("tpu", "TPU v5 lite", 1), ("gpu", "NVIDIA A100-SXM4-40GB", 4)]
+)
+def test_too_few_accelerators_are_reported_as_they_are(platform, kind, found):
+    chosen = devices.choose(platform, kind, found, 8)
+    assert chosen.virtual and chosen.mesh_platform == "cpu" and chosen.n_accelerators == found
+    line = chosen.describe()
+    assert (f"found {'one' if found == 1 else found} {platform.upper()} device" in line) and kind in line
+    assert "8 virtual CPU devices" in line and ("devices (" in line) == (found > 1)
+
+
+def test_an_unknown_gpu_is_named_not_called_a_cpu():
+    chosen = devices.choose("gpu", "Tesla T4", 1, 8)
+    assert "Tesla T4" in chosen.describe() and "CPU timings" not in chosen.describe()
+
+
+def test_choose_rejects_bad_counts():
+    with pytest.raises(ValueError, match="n_found=0"):
+        devices.choose("gpu", "x", 0, 8)
+
+
+@pytest.mark.parametrize("old", ["0.7.2", "0.4.38", "0.7.9.dev20250101"])
+def test_an_old_jax_stops_with_the_versions_and_the_fix(old):
+    with pytest.raises(RuntimeError) as err:
+        devices.check_jax_version(old)
+    message = str(err.value)
+    assert f"jax {old} is installed" in message and "jax>=0.8.0" in message and "pip install -U" in message
+
+
+@pytest.mark.parametrize("new", ["0.8.0", "0.10.2", "1.0.0"])
+def test_a_new_enough_jax_passes(new):
+    devices.check_jax_version(new)
+
+
+def test_precision_emulation_rejects_unknown_kinds():
+    with pytest.raises(ValueError, match="kind='fp8'"):
+        precision.emulate("fp8")
+
+
+EMULATED = textwrap.dedent(
+    """
+    import jax, jax.numpy as jnp, numpy as np
+    from book_lib import devices, hlo
+    devices.setup(8)
+    x, y = jax.random.normal(jax.random.key(0), (64, 256)), jax.random.normal(jax.random.key(1), (256, 32))
+    bits = {"bf16": jnp.bfloat16}.get(devices.choice().matmul_emulation)
+    rounded = lambda a: np.asarray(a.astype(bits).astype(jnp.float32), np.float64) if bits else None
+    exact = np.asarray(x, np.float64) @ np.asarray(y, np.float64)
+    default = np.asarray(jax.jit(jnp.matmul)(x, y), np.float64)
+    with jax.default_matmul_precision("highest"):
+        highest = np.asarray(jax.jit(lambda a, b: a @ b)(x, y), np.float64)
+    grad = np.asarray(jax.grad(lambda a: (a @ y).sum())(x), np.float64)
+    print("default", np.abs(default - exact).max())
+    print("highest", np.abs(highest - exact).max())
+    print("grad", np.abs(grad - np.ones((64, 32)) @ np.asarray(y, np.float64).T).max())
+    if bits:
+        print("rounded", np.abs(default - rounded(x) @ rounded(y)).max())
+    f = lambda a, b: a @ b
+    print("flops", hlo.cost(hlo.compile_on_cpu(f, x, y)).flops, "exact", 2 * 64 * 256 * 32)
+    """
+)
+
+
+@pytest.mark.parametrize("kind", ["bf16", "tf32"])
+def test_emulated_precision_rounds_default_matmuls_only(kind):
+    env = {**os.environ, precision.ENV_VAR: kind}
+    done = subprocess.run([sys.executable, "-c", EMULATED], capture_output=True, text=True, env=env, check=True)
+    out = dict(line.split(" ", 1) for line in done.stdout.splitlines()[1:])
+    assert f"round float32 operands to {kind}" in done.stdout.splitlines()[0]
+    assert float(out["default"]) > 1e-3, "a default-precision matmul is rounded"
+    assert float(out["highest"]) < 1e-4, "'highest' stays exact"
+    assert float(out["grad"]) > 1e-3, "the backward pass's matmuls are rounded too"
+    if kind == "bf16":
+        assert float(out["rounded"]) < 1e-3, "exactly bf16 operands with float32 accumulation"
+    flops, exact = out["flops"].split(" exact ")
+    assert float(flops) == float(exact), "compile_on_cpu counts the program as written"
+
+
+def test_an_unknown_precision_variable_is_refused():
+    env = {**os.environ, precision.ENV_VAR: "fp8"}
+    code = "from book_lib import devices; devices.setup(8)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode != 0 and f"{precision.ENV_VAR}='fp8'" in done.stderr
 
 
 def test_mesh_shapes_divide_the_devices():
@@ -114,6 +210,7 @@ def test_measure_peaks_and_sweeps_give_positive_rates():
     device = devices.single_device()
     peaks = bench.measure_peaks(device, jnp.float32, matmul_n=128, vector_n=2**14)
     assert peaks.flops_per_s > 0 and peaks.bytes_per_s > 0 and peaks.dtype == "float32"
+    assert peaks.vector_bytes == 2 * 2**14 * 4
     assert bench.time_matmul(8, 64, 32, device, jnp.float32, n_runs=2).median_s > 0
     assert bench.time_add(1024, device, jnp.float32, n_runs=2).n_runs == 2
 
