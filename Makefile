@@ -7,12 +7,14 @@ export PATH := $(abspath $(BIN)):$(PATH)
 NOTEBOOKS := chapters solutions
 PYTEST_NB := --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300
 
-.PHONY: help install test book exercises bench lint clean
+.PHONY: help install test book exercises chapters sync bench lint clean
 
 help:
 	@echo "make book       build the HTML book into _build/html/"
 	@echo "make test       unit tests, notebooks (nbval), grading round trip, book build"
 	@echo "make exercises  regenerate exercises/release/ and solutions/ from exercises/source/"
+	@echo "make chapters   re-execute the chapter notebooks in place (commit them with their outputs)"
+	@echo "make sync       rewrite every setup cell and Colab link from _config.yml and pyproject.toml"
 	@echo "make bench      time each notebook and the test suite"
 
 $(STAMP): requirements.lock pyproject.toml
@@ -24,7 +26,7 @@ $(STAMP): requirements.lock pyproject.toml
 install: $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/ruff check book_lib tests exercises benchmarks
+	$(BIN)/ruff check book_lib tests exercises benchmarks tools
 	$(BIN)/pytest -n 2 --dist loadfile tests $(NOTEBOOKS) $(PYTEST_NB)
 
 book: $(STAMP)
@@ -34,12 +36,18 @@ book: $(STAMP)
 exercises: $(STAMP)
 	$(BIN)/python exercises/build.py
 
+chapters: $(STAMP)
+	$(BIN)/python tools/notebooks.py execute
+
+sync: $(STAMP)
+	$(BIN)/python tools/notebooks.py sync
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check book_lib tests exercises benchmarks
-	$(BIN)/ruff format --check book_lib tests exercises benchmarks
+	$(BIN)/ruff check book_lib tests exercises benchmarks tools
+	$(BIN)/ruff format --check book_lib tests exercises benchmarks tools
 
 clean:
 	rm -rf _build .pytest_cache

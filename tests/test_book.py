@@ -1,8 +1,8 @@
 """The book builds from a clean output folder with warnings as errors.
 
 Notebook execution is covered by nbval (every chapter and solution runs there), so this build uses
-the committed outputs (`execute_notebooks: off`) and checks what Sphinx checks: references, glue
-keys, figures, the table of contents, the Colab launch buttons.
+the committed outputs (`execute_notebooks: off`) and checks what Sphinx checks: references,
+figures, the table of contents, the Colab launch buttons.
 """
 
 import subprocess

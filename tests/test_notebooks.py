@@ -8,6 +8,8 @@ import nbformat
 import pytest
 import yaml
 
+from tools import notebooks as tools
+
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 SOURCES = sorted((ROOT / "exercises" / "source").glob("*/*.ipynb"))
@@ -43,9 +45,31 @@ def test_first_code_cell_is_the_shared_setup_cell(path):
 
 def test_setup_cell_installs_from_the_configured_repository():
     setup = _first_code(nbformat.read(CHAPTERS[0], as_version=4)).source
-    assert f"git+{REPO_URL}.git" in setup
+    assert setup == tools.setup_cell_source(), "run `python tools/notebooks.py sync` after changing _config.yml"
+    assert f"git+{REPO_URL}.git@{CONFIG['repository']['branch']}" in setup
     assert "book_lib.devices.setup()" in setup
     assert "-c" in setup and '"jax", "jaxlib", "numpy"' in setup, "pins the runtime's own jax and numpy"
+    assert "pip.stderr" in setup and tools.jax_requirement() in setup, "a failed install shows pip's reason"
+
+
+def test_the_jax_floor_is_declared_once_and_stated_in_the_setup_cell():
+    project = tools.tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["requires-python"] == ">=3.11"
+    assert tools.jax_requirement() == "jax>=0.8.0"
+    assert "rich" in project["dependencies"], "chapter 3's sharding pictures need rich"
+
+
+@pytest.mark.parametrize("path", ALL, ids=_ids(ALL))
+def test_no_glue_role_anywhere_a_reader_looks(path):
+    """Colab, Jupyter and GitHub show a myst-nb glue role as raw text: numbers must be real output."""
+    for cell in nbformat.read(path, as_version=4).cells:
+        shown = [cell.source] + [
+            "".join(o.get("data", {}).get(kind, ""))
+            for o in cell.get("outputs", [])
+            for kind in ("text/markdown", "text/plain")
+        ]
+        for text in shown:
+            assert not re.search(r"\{glue(:\w+)?\}|glue\(", text), (path.name, text[:120])
 
 
 @pytest.mark.parametrize("path", ALL, ids=_ids(ALL))
@@ -55,6 +79,10 @@ def test_colab_badge_points_at_this_notebook(path):
     assert links, "the title cell carries an Open in Colab badge"
     repo, target = links[0]
     assert f"https://github.com/{repo}" == REPO_URL
+    every = re.findall(
+        r"https://colab\.research\.google\.com/github/\S+?/blob/[^/]+/", "\n".join(c.source for c in nb.cells)
+    )
+    assert set(every) == {tools.colab_prefix()}, "every Colab link uses the configured repository and branch"
     if path in SOURCES:
         assert target == str(path.relative_to(ROOT)).replace("/source/", "/release/")
     else:

@@ -1,0 +1,1 @@
+"""Repository maintenance: notebooks kept in step with the book configuration."""
