@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from book_lib.hardware import Chip, get_chip
 
-__all__ = ["Slice", "pod", "parse_shape"]
+__all__ = ["grid_hops", "Slice", "pod", "parse_shape"]
 
 _CUBE = 4  # side of the optically switched building block of 3D-torus pods (chips)
 
@@ -188,9 +188,8 @@ class Slice:
         return coords
 
     def hop_count(self, a: tuple[int, ...], b: tuple[int, ...]) -> int:
-        """ICI hops on a shortest path from chip `a` to chip `b` (count).
+        """ICI hops on a shortest path from chip `a` to chip `b` (count); see `grid_hops`.
 
-        Grid: sum over axes of d_i = |a_i - b_i|, replaced by min(d_i, n_i - d_i) on wrapped axes.
         NVSwitch: 0 for the same GPU, else 1.
         Book: Part 2 (All About TPUs), "TPU Networking"; Worked problem 2.5.
 
@@ -201,11 +200,7 @@ class Slice:
         b = self._check_coords("b", b)
         if self.switched:
             return int(a != b)
-        hops = 0
-        for ai, bi, n, wrap in zip(a, b, self.shape, self.wraparound, strict=True):
-            d = abs(ai - bi)
-            hops += min(d, n - d) if wrap else d
-        return hops
+        return grid_hops(self.shape, self.wraparound, a, b)
 
     @property
     def diameter_hops(self) -> int:
@@ -216,6 +211,28 @@ class Slice:
         if self.switched:
             return int(self.n_chips > 1)
         return sum(n // 2 if w else n - 1 for n, w in zip(self.shape, self.wraparound, strict=True))
+
+
+def grid_hops(shape: tuple[int, ...], wraparound: tuple[bool, ...], a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    """Hops on a shortest path between positions `a` and `b` of a grid whose axes may wrap (count).
+
+    Sum over axes of d_i = |a_i - b_i|, replaced by min(d_i, n_i - d_i) on wrapped axes.
+    Book: Part 2 (All About TPUs), "TPU Networking".
+
+    Raises:
+        ValueError: lengths differ or a coordinate lies outside the grid.
+    """
+    shape, wraparound, a, b = tuple(shape), tuple(wraparound), tuple(a), tuple(b)
+    if not len(shape) == len(wraparound) == len(a) == len(b):
+        raise ValueError(f"shape={shape!r}: wraparound, a and b must have one entry per axis; allowed: equal lengths")
+    for name, coords in (("a", a), ("b", b)):
+        if any(not 0 <= c < n for c, n in zip(coords, shape, strict=True)):
+            raise ValueError(f"{name}={coords!r}: outside the grid {shape}; allowed: 0 <= {name}[i] < shape[i]")
+    hops = 0
+    for ai, bi, n, wrap in zip(a, b, shape, wraparound, strict=True):
+        d = abs(ai - bi)
+        hops += min(d, n - d) if wrap else d
+    return hops
 
 
 def pod(chip: Chip | str) -> Slice:

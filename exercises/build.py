@@ -1,10 +1,12 @@
-"""`make exercises`: refresh the expected values in source/, then regenerate release/ and solutions/.
+"""`make exercises`: regenerate release/ and solutions/ from source/.
 
-1. Each hidden test's `expected = ...` line is rewritten from `exercises/keys/<assignment>.py`.
-2. nbgrader's own API generates the student notebooks in `exercises/release/` (solutions replaced
-   by stubs, hidden tests removed, outputs cleared); cells marked solution-only are then dropped.
-3. The reference solutions are the source notebooks without the solution markers and hidden
-   tests, executed, in `solutions/<assignment>.ipynb`.
+1. nbgrader's own API generates the student notebooks in `exercises/release/` (solutions replaced
+   by stubs, outputs cleared); cells marked solution-only are then dropped.
+2. The reference solutions are the source notebooks without the solution markers, executed, in
+   `solutions/<assignment>.ipynb`.
+
+Expected values live only in `exercises/keys/`, read by the grader's process (`exercises/grading.py`);
+no notebook holds one.
 
     python exercises/build.py [ASSIGNMENT ...]
 """
@@ -28,10 +30,6 @@ if str(ROOT) not in sys.path:
 # nbgrader runs the `alembic` command of its own environment: make sure it is on PATH.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
-from exercises.keys import keys_for  # noqa: E402
-
-EXPECTED_LINE = re.compile(r"^(\s*)expected = .*$", re.MULTILINE)
-HIDDEN = re.compile(r"\n?[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*", re.DOTALL)
 MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n", re.MULTILINE)
 
 
@@ -53,35 +51,13 @@ def is_solution_only(cell) -> bool:
     return bool(cell.get("metadata", {}).get("book", {}).get("solution_only"))
 
 
-def refresh_expected(nb, assignment: str):
-    """Rewrite the `expected = ...` line of every graded test cell from the assignment's keys."""
-    keys = keys_for(assignment)
-    seen = set()
-    for cell in nb.cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if not meta.get("grade") or meta.get("solution"):
-            continue
-        gid = meta["grade_id"]
-        if gid not in keys:
-            raise ValueError(f"grade_id={gid!r}: no key in exercises/keys/{assignment}.py; allowed: {sorted(keys)}")
-        if len(EXPECTED_LINE.findall(cell.source)) != 1:
-            raise ValueError(f"grade_id={gid!r}: its hidden test needs exactly one 'expected = ...' line")
-        literal = repr(keys[gid].expected())
-        cell.source = EXPECTED_LINE.sub(lambda m, lit=literal: f"{m.group(1)}expected = {lit}", cell.source)
-        seen.add(gid)
-    missing = set(keys) - seen
-    if missing:
-        raise ValueError(f"keys={sorted(missing)!r}: no graded test cell in {assignment}; allowed: {sorted(seen)}")
-    return nb
-
-
 def solution_notebook(nb, assignment: str):
-    """The reference solution: markers and hidden tests removed, titles and links pointed at it."""
+    """The reference solution: markers removed, titles and links pointed at it."""
     nb = nbformat.from_dict(nb)
     release = f"exercises/release/{assignment}/{assignment}.ipynb"
     for cell in nb.cells:
         if cell.cell_type == "code":
-            cell.source = MARKER.sub("", HIDDEN.sub("", cell.source)).rstrip()
+            cell.source = MARKER.sub("", cell.source).rstrip()
             cell.outputs, cell.execution_count = [], None
         else:
             cell.source = cell.source.replace(release, f"solutions/{assignment}.ipynb")
@@ -98,12 +74,10 @@ def generate_release(assignment: str, course_root: Path = COURSE) -> Path:
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config import Config
 
+    from exercises.course import configure
+
     config = Config()
-    config.CourseDirectory.root = str(course_root)
-    config.CourseDirectory.db_url = f"sqlite:///{course_root / 'gradebook.db'}"
-    config.Execute.kernel_name = "python3"
-    config.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
-    config.ClearSolutions.enforce_metadata = True
+    configure(config, course_root)
     api = NbGraderAPI(CourseDirectory(config=config), config=config)
     result = api.generate_assignment(assignment, force=True, create=True)
     if not result["success"]:
@@ -124,13 +98,10 @@ def execute(nb, cwd: Path, timeout_s: int = 600):
 
 
 def build(assignment: str) -> None:
-    src = source_path(assignment)
-    nb = refresh_expected(nbformat.read(src, as_version=4), assignment)
-    nbformat.write(nb, src)
+    nb = nbformat.read(source_path(assignment), as_version=4)
     with tempfile.TemporaryDirectory() as tmp:
         course = Path(tmp)
         shutil.copytree(COURSE / "source" / assignment, course / "source" / assignment)
-        shutil.copy(COURSE / "nbgrader_config.py", course)
         made = generate_release(assignment, course)
         out = COURSE / "release" / assignment
         shutil.rmtree(out, ignore_errors=True)
@@ -139,7 +110,7 @@ def build(assignment: str) -> None:
     SOLUTIONS.mkdir(exist_ok=True)
     solution = execute(solution_notebook(nb, assignment), SOLUTIONS)
     nbformat.write(solution, SOLUTIONS / f"{assignment}.ipynb")
-    print(f"{assignment}: source refreshed, release and solution written")
+    print(f"{assignment}: release and solution written")
 
 
 def main(argv: list[str]) -> int:

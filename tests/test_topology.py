@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from book_lib import topology
 from book_lib.hardware import get_chip
 from book_lib.topology import Slice, parse_shape, pod
 
@@ -145,3 +146,15 @@ def test_error_coordinate_outside_slice():
         Slice.of("v5e", "4x4").hop_count((0, 0), (4, 0))
     with pytest.raises(ValueError, match=r"^a=\(0,\)"):
         Slice.of("v5e", "4x4").hop_count((0,), (1, 1))
+
+
+def test_grid_hops_wraps_only_the_axes_that_wrap():
+    assert topology.grid_hops((4, 8), (False, True), (0, 0), (3, 7)) == 3 + 1
+    assert topology.grid_hops((4, 8), (False, False), (0, 0), (3, 7)) == 3 + 7
+    assert topology.grid_hops((16, 16), (True, True), (3, 12), (10, 1)) == 7 + 5
+    slice_ = topology.Slice.of("v5e", "16x16")
+    assert slice_.hop_count((3, 12), (10, 1)) == topology.grid_hops(slice_.shape, slice_.wraparound, (3, 12), (10, 1))
+    with pytest.raises(ValueError, match=r"b=\(4, 0\)"):
+        topology.grid_hops((4, 4), (True, True), (0, 0), (4, 0))
+    with pytest.raises(ValueError, match=r"shape=\(4, 4\)"):
+        topology.grid_hops((4, 4), (True,), (0, 0), (1, 1))

@@ -1,17 +1,73 @@
-"""Answer keys: for every autograded question, what the answer cell defines and its expected value.
+"""Answer keys: for every autograded question, what the answer cell defines and how it is judged.
 
-`make exercises` writes each key's value into its hidden test as a literal (`expected = ...`), so
-grading never calls `book_lib` in the student's kernel; `tests/test_exercises.py` recomputes every
-key and checks the literals are current.
+Keys are read by the grader's own process (`exercises/grading.py`), never by the student's kernel:
+the kernel only records what the student's names hold (a value; a function's outputs on inputs
+drawn at grading time; a JAX program's compiled text and results) and the comparison with these
+keys happens outside it. `tests/test_exercises.py` checks every key against the reference solution.
 """
 
 from __future__ import annotations
 
 import importlib
+import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-__all__ = ["Key", "keys_for"]
+__all__ = ["Key", "JaxCheck", "keys_for", "scaled", "KINDS"]
+
+KINDS = ("value", "function", "choice", "jax")
+# Integer factors by which grading-time inputs scale the text's cases (see `scaled`).
+DRAW_FACTORS = tuple(range(2, 10))
+
+
+def scaled(args: tuple, factor: int) -> tuple:
+    """`args` with every int (not bool) multiplied by `factor`, inside nested tuples too.
+
+    Scaling every size by the same factor keeps the relations a statement may rely on (one size
+    dividing another, an even count, a coordinate inside a shape) while changing every value.
+    """
+    out = []
+    for a in args:
+        if isinstance(a, tuple):
+            out.append(scaled(a, factor))
+        elif isinstance(a, int) and not isinstance(a, bool):
+            out.append(a * factor)
+        else:
+            out.append(a)
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JaxCheck:
+    """How a JAX question is probed in the kernel and judged in the grader.
+
+    Attributes:
+        recorder: which recording the kernel runs (`"sharded"`: the function compiled over a 1-D
+            mesh "X" of every device, its inputs placed by `in_specs`; `"traced"`: the function
+            traced to a jaxpr and evaluated from it).
+        cases: the sizes each probe is built from (passed to `inputs`).
+        inputs: (sizes, n_devices, seed) -> tuple of numpy arrays (float32) and static ints.
+        in_specs: one PartitionSpec per array input, as tuples of axis names or None.
+        reference: (inputs, n_devices) -> the expected global output (numpy).
+        atol: absolute tolerance on the output, scaled by 1 + max|expected|.
+        per_device: every device must hold the whole expected output (a replicated result).
+        block: (sizes, n_devices) -> the shape of device 0's block of the output, or None.
+        collectives: collective name -> (least, most) count in the compiled program, for n > 1.
+        needs_in_jaxpr: primitives the traced program must contain (`"shard_map"`, `"psum"`).
+        max_elements: (sizes) -> no array in the traced program may hold this many values or more.
+    """
+
+    recorder: str
+    cases: tuple[tuple[int, ...], ...]
+    inputs: Callable[..., tuple]
+    in_specs: tuple = ()
+    reference: Callable[..., object]
+    atol: float = 0.0
+    per_device: bool = False
+    block: Callable[..., tuple[int, ...]] | None = None
+    collectives: dict[str, tuple[int, int]] = field(default_factory=dict)
+    needs_in_jaxpr: tuple[str, ...] = ()
+    max_elements: Callable[..., int] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -20,24 +76,69 @@ class Key:
 
     Attributes:
         names: the names the answer cell must define.
-        kind: `"value"` (numbers, expected is {name: number}), `"function"` (a callable, expected is
-            [(args, result), ...]), `"choice"` (a string from `choices`) or `"jax"` (a callable of JAX
-            arrays whose hidden test checks results against a NumPy reference and the compiled HLO;
-            expected is whatever literal that test reads, such as collective counts).
-        expected: computes the literal the hidden test compares with, from `book_lib`.
-        choices: the allowed strings of a `"choice"` question.
+        kind: `"value"` (numbers), `"function"` (a callable of numbers), `"choice"` (a string from
+            `choices`) or `"jax"` (a callable of JAX arrays, judged by `check`).
+        expected: value: () -> {name: number}; choice: () -> the right string.
+        reference: function: (*args) -> the right result (a number or a tuple of numbers).
+        cases: function: the inputs the text's problem uses; grading adds two drawn at random.
+        rel_tol: relative tolerance on every number (the statement says the same).
+        choices: the allowed strings of a choice.
+        check: how a JAX question is probed and judged.
     """
 
     names: tuple[str, ...]
     kind: str
-    expected: Callable[[], object]
+    expected: Callable[[], object] | None = None
+    reference: Callable[..., object] | None = None
+    cases: tuple[tuple, ...] = ()
+    rel_tol: float | None = None
     choices: tuple[str, ...] = ()
+    check: JaxCheck | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in ("value", "function", "choice", "jax"):
-            raise ValueError(f"kind={self.kind!r}: unknown; allowed: 'value', 'function', 'choice', 'jax'")
+        if self.kind not in KINDS:
+            raise ValueError(f"kind={self.kind!r}: unknown; allowed: {', '.join(map(repr, KINDS))}")
+        needs = {"value": "expected", "choice": "expected", "function": "reference", "jax": "check"}[self.kind]
+        if getattr(self, needs) is None:
+            raise ValueError(f"{needs}=None: a {self.kind!r} key needs one; allowed: a callable")
+        if self.kind == "function" and not self.cases:
+            raise ValueError("cases=(): a function key needs the text's inputs; allowed: a tuple of argument tuples")
         if self.kind == "choice" and len(self.choices) < 2:
             raise ValueError(f"choices={self.choices!r}: a choice needs two or more; allowed: a tuple of str")
+
+    @property
+    def tolerance(self) -> float:
+        """The relative tolerance in force: `rel_tol`, else 1 % for values and 1e-6 for functions."""
+        if self.rel_tol is not None:
+            return self.rel_tol
+        return 0.01 if self.kind == "value" else 1e-6
+
+    def probes(self, rng: random.Random, n_drawn: int = 2) -> list[tuple]:
+        """The inputs a function is graded on: the text's cases, then `n_drawn` drawn with `rng`.
+
+        A drawn input scales one case by a factor from `DRAW_FACTORS`; one the reference refuses
+        (a ring longer than a pod, say) is drawn again.
+        """
+        drawn: list[tuple] = []
+        for _ in range(50 * n_drawn):
+            if len(drawn) == n_drawn:
+                break
+            args = scaled(rng.choice(self.cases), rng.choice(DRAW_FACTORS))
+            if self._accepts(args):
+                drawn.append(args)
+        return [tuple(c) for c in self.cases] + drawn
+
+    def all_probes(self) -> list[tuple]:
+        """Every input `probes` can produce (for tests that prove the reference on all of them)."""
+        drawn = [scaled(c, f) for c in self.cases for f in DRAW_FACTORS]
+        return [tuple(c) for c in self.cases] + [args for args in drawn if self._accepts(args)]
+
+    def _accepts(self, args: tuple) -> bool:
+        try:
+            self.reference(*args)
+        except ValueError:
+            return False
+        return True
 
 
 def keys_for(assignment: str) -> dict[str, Key]:

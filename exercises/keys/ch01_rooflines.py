@@ -24,7 +24,7 @@ V5E_HBM_BYTES_PER_S = V5E.hbm_bytes_per_s
 V5E_INT8_OPS_PER_S = V5E.int8_ops_per_s
 V5E_BF16_FLOPS_PER_S = V5E.bf16_flops_per_s
 
-SHAPES = [(1, 4096, 16384), (256, 8192, 8192), (4096, 2048, 8192), (37, 1000, 3000)]
+SHAPES = ((1, 4096, 16384), (256, 8192, 8192), (4096, 2048, 8192), (37, 1000, 3000))
 
 
 def _int8_bytes(B: int, D: int, F: int) -> tuple[float, float]:
@@ -65,9 +65,8 @@ KEYS = {
     "ch01_q0b_dot_intensity": Key(
         names=("dot_product_intensity",),
         kind="function",
-        expected=lambda: [
-            ((n, b), roofline.dot_product_cost(n, b).intensity) for n, b in ((1, 2), (10, 2), (1000, 4), (12345, 1))
-        ],
+        reference=lambda n, b: roofline.dot_product_cost(n, b).intensity,
+        cases=((1, 2), (10, 2), (1000, 4), (12345, 1)),
     ),
     "ch01_q0c_dot_bound": Key(
         names=("dot_product_bound",),
@@ -85,14 +84,8 @@ KEYS = {
     "ch01_q0d_critical_batch": Key(
         names=("critical_batch_tokens",),
         kind="function",
-        expected=lambda: [
-            ((D, F, p, w), roofline.critical_batch_size(D, F, p, w))
-            for D, F, p, w in (
-                (8192, 32768, 1.97e14, 8.1e11),
-                (2048, 2048, 1.97e14, 8.1e11),
-                (4096, 14336, 9.89e14, 3.35e12),
-            )
-        ],
+        reference=roofline.critical_batch_size,
+        cases=((8192, 32768, 1.97e14, 8.1e11), (2048, 2048, 1.97e14, 8.1e11), (4096, 14336, 9.89e14, 3.35e12)),
     ),
     "ch01_q0e_network_d": Key(
         names=("d_crit_v6e",),
@@ -102,12 +95,14 @@ KEYS = {
     "ch01_q1a_int8_bytes": Key(
         names=("int8_matmul_bytes",),
         kind="function",
-        expected=lambda: [(shape, _int8_bytes(*shape)) for shape in SHAPES],
+        reference=_int8_bytes,
+        cases=SHAPES,
     ),
     "ch01_q1b_int8_intensity": Key(
         names=("int8_matmul_intensity",),
         kind="function",
-        expected=lambda: [(shape, _int8_intensity(*shape)) for shape in SHAPES],
+        reference=_int8_intensity,
+        cases=SHAPES,
     ),
     "ch01_q1c_int8_batch": Key(
         names=("b_crit_int8_tokens",),
@@ -117,7 +112,8 @@ KEYS = {
     "ch01_q1d_int8_bounds": Key(
         names=("int8_matmul_bounds_s",),
         kind="function",
-        expected=lambda: [(shape, _int8_bounds(*shape)) for shape in SHAPES],
+        reference=_int8_bounds,
+        cases=SHAPES,
     ),
     "ch01_q2_int8_weights": Key(
         names=("b_crit_int8_weights_tokens",),
@@ -127,12 +123,14 @@ KEYS = {
     "ch01_q3_throughput": Key(
         names=("int8_weight_matmul_flops_per_s",),
         kind="function",
-        expected=lambda: [(shape, _int8_weight_throughput(*shape)) for shape in SHAPES],
+        reference=_int8_weight_throughput,
+        cases=SHAPES,
     ),
     "ch01_q4_batched_weights": Key(
         names=("batched_weights_intensity",),
         kind="function",
-        expected=lambda: [(shape, _batched_weights_intensity(*shape)) for shape in SHAPES],
+        reference=_batched_weights_intensity,
+        cases=SHAPES,
     ),
     "ch01_q5_h100_batch": Key(
         names=("b_crit_h100_tokens",),

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from book_lib import collectives, hardware, roofline, systolic, topology
-from exercises.keys import Key
+from exercises.keys import JaxCheck, Key
 
 V4 = hardware.get_chip("tpu-v4")
 V5E = hardware.get_chip("tpu-v5e")
@@ -35,40 +37,58 @@ MATRIX_2_6_SIDE = 128 * 1024  # problem 2.6: int8[128 * 1024, 128 * 1024]
 MATRIX_2_6_BYTES = MATRIX_2_6_SIDE**2
 
 
-def _clock_cases() -> list:
-    cases = []
-    for chip in (V5E, V4, V5P, hardware.get_chip("tpu-v2")):
-        args = (chip.bf16_flops_per_s, chip.mxu_size, chip.mxus_per_core * chip.cores_per_chip)
-        cases.append((args, systolic.implied_clock_hz(chip)))
-    return cases
-
-
-def _busy_cases() -> list:
-    import numpy as np
-
-    cases = []
-    for M, K, N in ((8, 128, 128), (1, 1, 1), (5, 3, 7), (64, 16, 16), (1024, 128, 128)):
-        run = systolic.simulate(np.ones((M, K)), np.ones((K, N)))
-        cases.append(((M, K, N), run.utilization))
-    return cases
-
-
-HOP_CASES = (
-    (V5E, "4x8", (0, 0), (3, 7)),
-    (V5E, "16x16", (0, 0), (15, 15)),
-    (V5E, "16x16", (3, 12), (10, 1)),
-    (V6E, "8x16", (1, 2), (7, 14)),
-    (V4, "4x4x8", (0, 0, 0), (3, 2, 6)),
-    (V5P, "2x2x4", (0, 1, 0), (1, 0, 3)),
+CLOCK_CASES = tuple(
+    (chip.bf16_flops_per_s, chip.mxu_size, chip.mxus_per_core * chip.cores_per_chip)
+    for chip in (V5E, V4, V5P, hardware.get_chip("tpu-v2"))
 )
 
 
-def _hop_cases() -> list:
-    cases = []
-    for chip, shape, a, b in HOP_CASES:
-        grid = topology.Slice.of(chip, shape)
-        cases.append(((grid.shape, grid.wraparound, a, b), grid.hop_count(a, b)))
-    return cases
+def _clock(peak_flops_per_s: float, mxu_size: int, n_mxus: int) -> float:
+    one_core = dataclasses.replace(
+        V5E, bf16_flops_per_s=peak_flops_per_s, mxu_size=mxu_size, mxus_per_core=n_mxus, cores_per_chip=1
+    )
+    return systolic.implied_clock_hz(one_core)
+
+
+BUSY_CASES = ((8, 128, 128), (1, 1, 1), (5, 3, 7), (64, 16, 16), (1024, 128, 128))
+
+
+def _busy(M: int, K: int, N: int) -> float:
+    # M K N multiply-adds out of K N cells over the M + K + N - 2 cycles of a pass (tests check this
+    # against book_lib.systolic.simulate, cycle by cycle).
+    return M * K * N / (systolic.cycles(M, K, N) * K * N)
+
+
+HOP_CASES = tuple(
+    (grid.shape, grid.wraparound, a, b)
+    for grid, a, b in (
+        (topology.Slice.of(V5E, "4x8"), (0, 0), (3, 7)),
+        (topology.Slice.of(V5E, "16x16"), (0, 0), (15, 15)),
+        (topology.Slice.of(V5E, "16x16"), (3, 12), (10, 1)),
+        (topology.Slice.of(V6E, "8x16"), (1, 2), (7, 14)),
+        (topology.Slice.of(V4, "4x4x8"), (0, 0, 0), (3, 2, 6)),
+        (topology.Slice.of(V5P, "2x2x4"), (0, 1, 0), (1, 0, 3)),
+    )
+)
+
+
+def _rows(sizes: tuple[int, int], n: int, seed: int):
+    """f32[n * rows, cols] of random values: a block of `rows` rows per device."""
+    import numpy as np
+
+    rows, cols = sizes
+    return np.random.default_rng(seed).standard_normal((n * rows, cols)).astype(np.float32)
+
+
+def _last_gets_first(arrays, n: int, n_devices: int):
+    """Problem 2.7's transfer: zeros, except that the last device's block is device 0's."""
+    import numpy as np
+
+    (x,) = arrays
+    rows = x.shape[0] // n
+    out = np.zeros_like(x)
+    out[(n - 1) * rows :] = x[:rows]
+    return out
 
 
 def _which_axes_wrap() -> str:
@@ -159,15 +179,20 @@ def _ring_hops() -> dict[str, float]:
 
 
 KEYS = {
-    "ch02_q0a_mxu_clock": Key(names=("clock_hz",), kind="function", expected=_clock_cases),
-    "ch02_q0b_systolic_busy": Key(names=("systolic_busy_fraction",), kind="function", expected=_busy_cases),
-    "ch02_q0c_hop_count": Key(names=("hop_count",), kind="function", expected=_hop_cases),
+    "ch02_q0a_mxu_clock": Key(names=("clock_hz",), kind="function", reference=_clock, cases=CLOCK_CASES),
+    "ch02_q0b_systolic_busy": Key(
+        names=("systolic_busy_fraction",), kind="function", reference=_busy, cases=BUSY_CASES
+    ),
+    "ch02_q0c_hop_count": Key(
+        names=("hop_count",), kind="function", reference=topology.grid_hops, cases=HOP_CASES, rel_tol=0
+    ),
     "ch02_q0d_wrap_axes": Key(
         names=("wrap_axes_8x16",), kind="choice", choices=("none", "short", "long", "both"), expected=_which_axes_wrap
     ),
     "ch02_q0e_diameters": Key(
         names=("diameter_v5e_8x16_hops", "diameter_v4_4x4x8_hops"),
         kind="value",
+        rel_tol=0,
         expected=lambda: {
             "diameter_v5e_8x16_hops": topology.Slice.of(V5E, "8x16").diameter_hops,
             "diameter_v4_4x4x8_hops": topology.Slice.of(V4, "4x4x8").diameter_hops,
@@ -194,15 +219,14 @@ KEYS = {
     "ch02_q3c_pcie_batch_exact": Key(
         names=("pcie_batch_exact_tokens",),
         kind="function",
-        expected=lambda: [
-            ((D,), roofline.critical_batch_size(D, 4 * D, V6E.bf16_flops_per_s, PCIE_GIVEN_BYTES_PER_S))
-            for D in (100_000, 2**17, 2**18, 2**20)
-        ],
+        reference=lambda D: roofline.critical_batch_size(D, 4 * D, V6E.bf16_flops_per_s, PCIE_GIVEN_BYTES_PER_S),
+        cases=((100_000,), (2**17,), (2**18,), (2**20,)),
     ),
     "ch02_q4a_hbm_time": Key(
         names=("int8_hbm_time_s",),
         kind="function",
-        expected=lambda: [((B,), _int8_time(B, V5E.hbm_bytes_per_s)) for B in (1, 64, 256, 1024, 8192)],
+        reference=lambda B: _int8_time(B, V5E.hbm_bytes_per_s),
+        cases=((1,), (64,), (256,), (1024,), (8192,)),
     ),
     "ch02_q4b_hbm_batch": Key(
         names=("hbm_batch_tokens",),
@@ -212,7 +236,8 @@ KEYS = {
     "ch02_q4c_vmem_time": Key(
         names=("int8_vmem_time_s",),
         kind="function",
-        expected=lambda: [((B,), _int8_time(B, VMEM_OVER_HBM * V5E.hbm_bytes_per_s)) for B in (1, 4, 16, 64, 1024)],
+        reference=lambda B: _int8_time(B, VMEM_OVER_HBM * V5E.hbm_bytes_per_s),
+        cases=((1,), (4,), (16,), (64,), (1024,)),
     ),
     "ch02_q4d_vmem_batch": Key(
         names=("vmem_batch_tokens",),
@@ -225,8 +250,24 @@ KEYS = {
     "ch02_q6c_route": Key(names=("faster_route",), kind="choice", choices=("ici", "dcn"), expected=_route),
     "ch02_q6d_dcn_route": Key(names=("dcn_route_s",), kind="value", expected=lambda: {"dcn_route_s": _dcn_route_s()}),
     "ch02_q6e_allgather": Key(names=("allgather_s",), kind="value", expected=lambda: {"allgather_s": _allgather_s()}),
-    "ch02_q7a_send_to_last": Key(names=("send_to_last",), kind="jax", expected=lambda: [(4, 8), (2, 16)]),
-    "ch02_q7b_ring_hops": Key(names=("hops_wrapped", "hops_line"), kind="value", expected=_ring_hops),
+    "ch02_q7a_send_to_last": Key(
+        names=("send_to_last",),
+        kind="jax",
+        check=JaxCheck(
+            recorder="sharded",
+            cases=((4, 8), (2, 16)),
+            inputs=lambda sizes, n, seed: ((_rows(sizes, n, seed),), (n,)),
+            in_specs=(("X",),),
+            reference=_last_gets_first,
+            collectives={
+                "collective-permute": (1, 1),
+                "all-gather": (0, 0),
+                "all-to-all": (0, 0),
+                "all-reduce": (0, 0),
+            },
+        ),
+    ),
+    "ch02_q7b_ring_hops": Key(names=("hops_wrapped", "hops_line"), kind="value", rel_tol=0, expected=_ring_hops),
 }
 
 # Right values by the wrong route: gather every block everywhere, then keep device 0's (tests/test_grading.py).

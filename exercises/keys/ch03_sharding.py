@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from book_lib import collectives, hardware, ring, sharding, topology
-from exercises.keys import Key
+from exercises.keys import JaxCheck, Key
 
 V4 = hardware.get_chip("tpu-v4")
 V5E = hardware.get_chip("tpu-v5e")
@@ -72,7 +72,7 @@ def _strategy_times(B: int, D: int, F: int, X: int) -> tuple[float, float, float
     return (gather.matmul.t_math, gather.comms_s, reduce.matmul.t_math, reduce.comms_s)
 
 
-STRATEGY_CASES = [(128, 8192, 32768, 16), (4096, 8192, 32768, 16), (64, 4096, 16384, 8), (1024, 2048, 8192, 4)]
+STRATEGY_CASES = ((128, 8192, 32768, 16), (4096, 8192, 32768, 16), (64, 4096, 16384, 8), (1024, 2048, 8192, 4))
 D34, F34, X34 = 8192, 32768, 16  # the shapes of questions 4b to 4d
 
 
@@ -205,8 +205,8 @@ def _comm_ratio(N: int, M: int, K: int) -> float:
 
 # --- problem 3.10: scalars over one link of a ring ---------------------------------------------------------
 
-LINK_CASES = [(1024, 4), (4096, 8), (96, 3), (512, 16), (100, 5)]
-LINK_CASES_EVEN = [(1024, 4), (4096, 8), (512, 16), (96, 6)]
+LINK_CASES = ((1024, 4), (4096, 8), (96, 3), (512, 16), (100, 5))
+LINK_CASES_EVEN = ((1024, 4), (4096, 8), (512, 16), (96, 6))
 
 
 def _link(op: str, both: bool):
@@ -218,9 +218,26 @@ def _link(op: str, both: bool):
     return scalars
 
 
+# --- the JAX questions: inputs drawn at grading time ------------------------------------------------------
+
+NO_OTHER_COLLECTIVE = {"all-gather": (0, 0), "all-reduce": (0, 0), "reduce-scatter": (0, 0), "all-to-all": (0, 0)}
+
+
+def _random(shape: tuple[int, ...], seed: int):
+    import numpy as np
+
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _matmul_inputs(sizes: tuple[int, int, int], n: int, seed: int):
+    """A: f32[I, n * J] (columns split over "X") and B: f32[n * J, K] (replicated)."""
+    rows, inner, cols = sizes
+    return (_random((rows, n * inner), seed), _random((n * inner, cols), seed + 1)), ()
+
+
 KEYS = {
     "ch03_q0a_pop_quiz_bytes": Key(
-        names=("bytes_per_device", "bytes_all_devices"), kind="value", expected=_pop_quiz_bytes
+        names=("bytes_per_device", "bytes_all_devices"), kind="value", rel_tol=1e-6, expected=_pop_quiz_bytes
     ),
     "ch03_q0b_gather_big": Key(
         names=("gather_big_s",), kind="value", expected=lambda: {"gather_big_s": _pop_quiz_gather(2048, 8192).total_s}
@@ -239,10 +256,23 @@ KEYS = {
         kind="value",
         expected=lambda: {"latency_bound_below_bytes": V5E.ici_bytes_per_s * HOP_S},
     ),
-    "ch03_q0f_ring_all_gather": Key(names=("ring_all_gather",), kind="jax", expected=lambda: [(2, 3), (4, 8)]),
+    "ch03_q0f_ring_all_gather": Key(
+        names=("ring_all_gather",),
+        kind="jax",
+        check=JaxCheck(
+            recorder="sharded",
+            cases=((2, 3), (4, 8)),
+            inputs=lambda sizes, n, seed: ((_random((n * sizes[0], sizes[1]), seed),), ()),
+            in_specs=(("X",),),
+            reference=lambda arrays, n: arrays[0],
+            per_device=True,
+            collectives={"collective-permute": (1, 10**6), **NO_OTHER_COLLECTIVE},
+        ),
+    ),
     "ch03_q1_replication": Key(
         names=("total_over_one_copy",),
         kind="value",
+        rel_tol=1e-6,
         expected=lambda: {
             "total_over_one_copy": sharding.parse("A[I_X, J, K]").total_bytes(
                 {"I": 64, "J": 8, "K": 8}, {"X": 4, "Y": 8, "Z": 2}
@@ -271,7 +301,9 @@ KEYS = {
     "ch03_q4a_strategy_times": Key(
         names=("strategy_times_s",),
         kind="function",
-        expected=lambda: [(args, _strategy_times(*args)) for args in STRATEGY_CASES],
+        reference=_strategy_times,
+        cases=STRATEGY_CASES,
+        rel_tol=1e-4,
     ),
     "ch03_q4b_comms_bound_batch": Key(
         names=("comms_bound_below_tokens",),
@@ -295,6 +327,7 @@ KEYS = {
     "ch03_q5c_flops_per_chip": Key(
         names=("flops_per_chip",),
         kind="value",
+        rel_tol=1e-6,
         expected=lambda: {"flops_per_chip": _plan_35(_fastest_35()).matmul.flops},
     ),
     "ch03_q5d_contracting_s": Key(
@@ -324,38 +357,80 @@ KEYS = {
         names=("part2_math_s",), kind="value", expected=lambda: {"part2_math_s": _plan_36("part2").matmul.t_math}
     ),
     "ch03_q7a_weight_bytes": Key(
-        names=("weight_bytes_per_chip",), kind="value", expected=lambda: {"weight_bytes_per_chip": _mlp_weight_bytes()}
+        names=("weight_bytes_per_chip",),
+        kind="value",
+        rel_tol=1e-6,
+        expected=lambda: {"weight_bytes_per_chip": _mlp_weight_bytes()},
     ),
     "ch03_q7b_shard_dim": Key(names=("weight_split_dim",), kind="choice", choices=("D", "F"), expected=_mlp_best_dim),
     "ch03_q7c_mlp_comms": Key(names=("mlp_comms_s",), kind="value", expected=lambda: {"mlp_comms_s": _mlp_times()[0]}),
     "ch03_q7d_mlp_math": Key(names=("mlp_math_s",), kind="value", expected=lambda: {"mlp_math_s": _mlp_times()[1]}),
-    "ch03_q8_all_to_all": Key(names=("rows_to_columns",), kind="jax", expected=lambda: [(2, 3), (4, 1)]),
+    "ch03_q8_all_to_all": Key(
+        names=("rows_to_columns",),
+        kind="jax",
+        check=JaxCheck(
+            recorder="sharded",
+            cases=((2, 3), (4, 1)),
+            inputs=lambda sizes, n, seed: ((_random((n * sizes[0], n * sizes[1]), seed),), ()),
+            in_specs=(("X", None),),
+            reference=lambda arrays, n: arrays[0],
+            block=lambda sizes, n: (n * sizes[0], sizes[1]),
+            collectives={"all-to-all": (1, 1), "all-gather": (0, 0), "all-reduce": (0, 0)},
+            needs_in_jaxpr=("all_to_all",),
+        ),
+    ),
     "ch03_q9a_matmul_all_reduce": Key(
-        names=("matmul_all_reduce",), kind="jax", expected=lambda: [(8, 4, 16), (3, 2, 5)]
+        names=("matmul_all_reduce",),
+        kind="jax",
+        check=JaxCheck(
+            recorder="sharded",
+            cases=((8, 4, 16), (3, 2, 5)),
+            inputs=_matmul_inputs,
+            in_specs=((None, "X"), ()),
+            reference=lambda arrays, n: arrays[0].astype("float64") @ arrays[1].astype("float64"),
+            atol=1e-3,
+            per_device=True,
+            collectives={"all-reduce": (1, 1), "all-gather": (0, 0), "reduce-scatter": (0, 0)},
+            needs_in_jaxpr=("shard_map", "psum"),
+        ),
     ),
     "ch03_q9b_matmul_reduce_scatter": Key(
-        names=("matmul_reduce_scatter",), kind="jax", expected=lambda: [(8, 4, 2), (3, 2, 1)]
+        names=("matmul_reduce_scatter",),
+        kind="jax",
+        check=JaxCheck(
+            recorder="sharded",
+            cases=((8, 4, 2), (3, 2, 1)),
+            inputs=lambda sizes, n, seed: _matmul_inputs((sizes[0], sizes[1], n * sizes[2]), n, seed),
+            in_specs=((None, "X"), ()),
+            reference=lambda arrays, n: arrays[0].astype("float64") @ arrays[1].astype("float64"),
+            atol=1e-3,
+            block=lambda sizes, n: (sizes[0], sizes[2]),
+            collectives={"reduce-scatter": (1, 1), "all-gather": (0, 0), "all-reduce": (0, 0)},
+            needs_in_jaxpr=("shard_map", "reduce_scatter"),  # psum_scatter traces to reduce_scatter
+        ),
     ),
     "ch03_q9c_comm_ratio": Key(
         names=("gather_over_scatter",),
         kind="function",
-        expected=lambda: [
-            ((N, M, K), _comm_ratio(N, M, K)) for N, M, K in ((1024, 4096, 1024), (512, 1000, 3000), (64, 8, 8))
-        ],
+        reference=_comm_ratio,
+        cases=((1024, 4096, 1024), (512, 1000, 3000), (64, 8, 8)),
     ),
     "ch03_q10a_gather_link": Key(
         names=("gather_link_scalars",),
         kind="function",
-        expected=lambda: [((N, D), _link("all_gather", False)(N, D)) for N, D in LINK_CASES],
+        reference=_link("all_gather", False),
+        cases=LINK_CASES,
     ),
     "ch03_q10b_all_to_all_link": Key(
         names=("all_to_all_link_scalars",),
         kind="function",
-        expected=lambda: [((N, D), _link("all_to_all", False)(N, D)) for N, D in LINK_CASES],
+        reference=_link("all_to_all", False),
+        cases=LINK_CASES,
     ),
     "ch03_q10c_ratio_one_way": Key(
         names=("all_to_all_over_gather_one_way",),
         kind="value",
+        rel_tol=1e-6,
         expected=lambda: {
             "all_to_all_over_gather_one_way": ring.link_load_fraction("all_to_all", 16)
             / ring.link_load_fraction("all_gather", 16)
@@ -364,16 +439,19 @@ KEYS = {
     "ch03_q10d_gather_link_both": Key(
         names=("gather_link_scalars_both",),
         kind="function",
-        expected=lambda: [((N, D), _link("all_gather", True)(N, D)) for N, D in LINK_CASES],
+        reference=_link("all_gather", True),
+        cases=LINK_CASES,
     ),
     "ch03_q10e_all_to_all_link_both": Key(
         names=("all_to_all_link_scalars_both",),
         kind="function",
-        expected=lambda: [((N, D), _link("all_to_all", True)(N, D)) for N, D in LINK_CASES_EVEN],
+        reference=_link("all_to_all", True),
+        cases=LINK_CASES_EVEN,
     ),
     "ch03_q10f_ratio_both": Key(
         names=("gather_over_all_to_all_both",),
         kind="value",
+        rel_tol=1e-6,
         expected=lambda: {
             "gather_over_all_to_all_both": collectives.all_gather_time(1e9, 16, V5E, hop_latency_s=0)
             / collectives.all_to_all_time(1e9, 16, V5E, hop_latency_s=0)

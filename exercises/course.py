@@ -1,0 +1,72 @@
+"""The one nbgrader configuration of this course, used by `nbgrader_config.py`, `make exercises` and the tests.
+
+Autograding runs nbgrader's own pipeline with three pieces of `exercises/grading.py` in it: answers
+are recorded in the student's kernel and judged in this process, the kernel runs sandboxed and
+bounded, and deleted test cells are restored from the gradebook.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["COURSE_ID", "configure"]
+
+COURSE_ID = "how-to-scale-your-model"
+
+
+def configure(c, root: Path, *, cell_timeout_s: int = 60, notebook_timeout_s: int = 600, sandbox: str = "auto") -> None:
+    """Fill the traitlets config `c` for the course rooted at `root`.
+
+    Args:
+        c: a `traitlets.config.Config` (or nbgrader's `get_config()`).
+        root: the course folder (`source/`, `release/`, `submitted/`, `gradebook.db`).
+        cell_timeout_s: one cell's limit (s); a question must finish in 10 s on two cores, and
+            importing JAX takes a few more.
+        notebook_timeout_s: one submitted notebook's limit (s), all cells together.
+        sandbox: "auto" (bubblewrap when installed), "bwrap" or "none".
+    """
+    from nbconvert.preprocessors import ClearMetadataPreprocessor
+    from nbgrader.preprocessors import (
+        AssignLatePenalties,
+        CheckCellMetadata,
+        ClearOutput,
+        DeduplicateIds,
+        IgnorePattern,
+        LimitOutput,
+        OverwriteKernelspec,
+        SaveAutoGrades,
+    )
+
+    from exercises.grading import BookExecute, CompareAnswers, RecordAnswers, RestoreCells
+
+    root = Path(root).resolve()
+    c.CourseDirectory.root = str(root)
+    c.CourseDirectory.course_id = COURSE_ID
+    c.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}"
+    c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+    c.ClearSolutions.enforce_metadata = True
+    c.Autograde.sanitize_preprocessors = [
+        ClearOutput,
+        DeduplicateIds,
+        OverwriteKernelspec,
+        RestoreCells,
+        CheckCellMetadata,
+    ]
+    c.RestoreCells.add_missing_cells = True
+    c.Autograde.autograde_preprocessors = [
+        RecordAnswers,
+        BookExecute,
+        CompareAnswers,
+        IgnorePattern,
+        ClearMetadataPreprocessor,
+        LimitOutput,
+        SaveAutoGrades,
+        AssignLatePenalties,
+        CheckCellMetadata,
+    ]
+    c.BookExecute.timeout = cell_timeout_s
+    c.BookExecute.notebook_timeout = notebook_timeout_s
+    c.BookExecute.interrupt_on_timeout = True
+    c.BookExecute.kernel_name = "python3"
+    c.BookExecute.sandbox = sandbox
+    c.Execute.kernel_name = "python3"

@@ -1,0 +1,114 @@
+"""A throwaway nbgrader course graded through the instructor's real command, for the grading tests.
+
+`Course` copies assignments from `exercises/source/`, writes an `nbgrader_config.py` that calls the
+course's one configuration (with shorter limits), generates the release, files submissions, and
+runs `nbgrader autograde ASSIGNMENT` once for every student of an assignment.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+from exercises import build
+from exercises.keys import Key
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = """\
+import sys
+from pathlib import Path
+sys.path.insert(0, {root!r})
+from exercises.course import configure
+here = Path(__file__).resolve().parent
+configure(get_config(), here, cell_timeout_s={cell}, notebook_timeout_s={notebook}, sandbox={sandbox!r})
+"""
+
+
+def reference_answers(assignment: str) -> dict[str, str]:
+    """grade_id of each answer cell -> its reference solution (markers removed)."""
+    src = nbformat.read(build.source_path(assignment), as_version=4)
+    return {
+        build.grade_id(c): build.MARKER.sub("", c.source)
+        for c in src.cells
+        if c.metadata.get("nbgrader", {}).get("solution")
+    }
+
+
+def wrong_answer(key: Key, gid: str, solution: str) -> str:
+    """The reference answer followed by lines that make it wrong."""
+    lines = [solution]
+    if key.kind == "value":
+        lines += [f"{n} = {n} * 1.5 + 1.0" for n in key.names]
+    elif key.kind in ("function", "jax"):
+        name = key.names[0]
+        lines += [
+            f"_right_{gid} = {name}",
+            f"def {name}(*args, **kwargs):",
+            f"    result = _right_{gid}(*args, **kwargs)",
+            "    return tuple(v * 1.5 + 1 for v in result) if isinstance(result, tuple) else result * 1.5 + 1",
+        ]
+    else:
+        wrong = next(c for c in key.choices if c != key.expected())
+        lines.append(f"{key.names[0]} = {wrong!r}")
+    return "\n".join(lines)
+
+
+class Course:
+    """One course folder under `root` holding `assignments`, graded with the given limits."""
+
+    def __init__(
+        self,
+        root: Path,
+        assignments: list[str],
+        *,
+        cell_timeout_s: int = 20,
+        notebook_timeout_s: int = 300,
+        sandbox: str = "auto",
+    ):
+        self.root = root
+        for assignment in assignments:
+            shutil.copytree(ROOT / "exercises" / "source" / assignment, root / "source" / assignment)
+        config = CONFIG.format(root=str(ROOT), cell=cell_timeout_s, notebook=notebook_timeout_s, sandbox=sandbox)
+        (root / "nbgrader_config.py").write_text(config)
+        self.releases = {a: build.generate_release(a, root) for a in assignments}
+
+    def submit(self, assignment: str, student: str, answers: dict[str, str], *, edit=None) -> Path:
+        """File a submission: the release with `answers` (grade_id -> source); `edit(nb)` may change more."""
+        nb = nbformat.read(self.releases[assignment], as_version=4)
+        for cell in nb.cells:
+            if build.grade_id(cell) in answers:
+                cell.source = answers[build.grade_id(cell)]
+        if edit is not None:
+            edit(nb)
+        target = self.root / "submitted" / student / assignment
+        target.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, target / f"{assignment}.ipynb")
+        return target
+
+    def autograde(self, assignment: str, *students: str) -> subprocess.CompletedProcess:
+        """`nbgrader autograde ASSIGNMENT` from the course folder (all students, or those named)."""
+        nbgrader = Path(sys.executable).parent / "nbgrader"
+        args = [str(nbgrader), "autograde", assignment, "--force"]
+        for student in students:
+            args += ["--student", student]
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        return subprocess.run(args, cwd=self.root, capture_output=True, text=True, env=env)
+
+    def scores(self, assignment: str) -> dict[str, dict[str, tuple[float, float]]]:
+        """student -> grade_id -> (score, max score), from the gradebook."""
+        from nbgrader.api import Gradebook
+
+        out = {}
+        with Gradebook(f"sqlite:///{self.root / 'gradebook.db'}") as gb:
+            for submission in gb.assignment_submissions(assignment):
+                notebook = gb.find_submission_notebook(assignment, assignment, submission.student.id)
+                out[submission.student.id] = {g.name: (g.score, g.max_score) for g in notebook.grades}
+        return out
+
+    def autograded(self, assignment: str, student: str):
+        return nbformat.read(self.root / "autograded" / student / assignment / f"{assignment}.ipynb", as_version=4)
