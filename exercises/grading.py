@@ -22,12 +22,14 @@ Book: none; this is course infrastructure. Threat model: README, "Grading".
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import math
 import os
 import random
 import secrets
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 from time import monotonic
@@ -42,7 +44,17 @@ from traitlets import Integer, Unicode
 
 from exercises.keys import JaxCheck, Key, keys_for
 
-__all__ = ["RestoreCells", "RecordAnswers", "BookExecute", "CompareAnswers", "MIME", "MARKER", "N_DEVICES", "judge"]
+__all__ = [
+    "sandbox_works",
+    "RestoreCells",
+    "RecordAnswers",
+    "BookExecute",
+    "CompareAnswers",
+    "MIME",
+    "MARKER",
+    "N_DEVICES",
+    "judge",
+]
 
 MIME = "application/vnd.book-grader.record+json"
 MARKER = "# ---- recorded for the grader at grading time ----"
@@ -235,8 +247,9 @@ class BookExecute(Execute):
         source_dir = Path(resources.get("metadata", {}).get("path") or ".")
         shutil.copytree(source_dir, self._workdir / "work", dirs_exist_ok=True)
         (self._workdir / "home").mkdir()
+        (self._workdir / "tmp").mkdir()
         resources.setdefault("metadata", {})["path"] = str(self._workdir / "work")
-        use_bwrap = self.sandbox == "bwrap" or (self.sandbox == "auto" and shutil.which("bwrap"))
+        use_bwrap = self.sandbox == "bwrap" or (self.sandbox == "auto" and sandbox_works())
         course = Path(resources["nbgrader"]["db_url"].removeprefix("sqlite:///")).parent
         self.kernel_manager_class = (
             _sandboxed_manager(self._workdir, course) if use_bwrap else self.kernel_manager_class
@@ -253,6 +266,7 @@ class BookExecute(Execute):
         home = str(self._workdir / "home")
         env.update(HOME=home, IPYTHONDIR=f"{home}/.ipython", MPLCONFIGDIR=f"{home}/.matplotlib")
         env.update(XDG_CACHE_HOME=f"{home}/.cache", XDG_CONFIG_HOME=f"{home}/.config")
+        env["TMPDIR"] = str(self._workdir / "tmp")
         env["NBGRADER_EXECUTION"] = "autograde"
         kwargs.setdefault("env", env)
         await super().async_start_new_kernel(**kwargs)
@@ -293,6 +307,18 @@ class BookExecute(Execute):
                 return
 
 
+@functools.cache
+def sandbox_works() -> bool:
+    """True when bubblewrap is installed and may create the namespaces `BookExecute` uses here."""
+    if shutil.which("bwrap") is None:
+        return False
+    probe = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--as-pid-1", "true"]
+    try:
+        return subprocess.run(probe, capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
 def _sandboxed_manager(workdir: Path, course: Path):
     """A kernel manager class whose kernels run under bubblewrap."""
     from jupyter_client.manager import AsyncKernelManager
@@ -300,7 +326,9 @@ def _sandboxed_manager(workdir: Path, course: Path):
     class SandboxedKernelManager(AsyncKernelManager):
         def format_kernel_cmd(self, extra_arguments=None):
             cmd = super().format_kernel_cmd(extra_arguments)
-            wrap = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+            # Everything read-only (the Python and book_lib may live anywhere, /tmp included), the
+            # course folder hidden, the throwaway copy (with the kernel's HOME and TMPDIR) writable.
+            wrap = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
             wrap += ["--tmpfs", str(course)]  # the gradebook, the course's sources and any private keys
             wrap += ["--bind", str(workdir), str(workdir), "--ro-bind", self.connection_file, self.connection_file]
             # The kernel is PID 1 of its own namespace: when it ends, every process it started ends too.

@@ -8,7 +8,6 @@ hidden code.
 """
 
 import json
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -20,12 +19,12 @@ import nbformat
 import pytest
 
 from exercises import build
-from exercises.grading import MARKER, MIME
+from exercises.grading import MARKER, MIME, sandbox_works
 from exercises.keys import keys_for
 from tests.course_kit import Course, reference_answers, wrong_answer
 
 CH01 = "ch01_rooflines"
-SANDBOXED = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (make test installs it)")
+SANDBOXED = pytest.mark.skipif(not sandbox_works(), reason="needs a working bubblewrap (make test installs it)")
 
 
 def _wrong_answers(assignment):
