@@ -30,7 +30,7 @@ if str(ROOT) not in sys.path:
 # nbgrader runs the `alembic` command of its own environment: make sure it is on PATH.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
-MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n", re.MULTILINE)
+MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*(\n|$)", re.MULTILINE)
 
 
 def assignments() -> list[str]:

@@ -187,3 +187,9 @@ def test_the_busy_fraction_key_agrees_with_the_cycle_by_cycle_simulation():
     for M, K, N in BUSY_CASES:
         run = systolic.simulate(np.ones((M, K)), np.ones((K, N)))
         assert _busy(M, K, N) == pytest.approx(run.utilization, rel=1e-12), (M, K, N)
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_solutions_carry_no_solution_marker(assignment):
+    text = (ROOT / "solutions" / f"{assignment}.ipynb").read_text()
+    assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text
