@@ -20,6 +20,8 @@ import nbformat
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 SOURCES = sorted((ROOT / "exercises" / "source").glob("*/*.ipynb"))
 COLAB_LINK = re.compile(r"https://colab\.research\.google\.com/github/[^/\s)]+/[^/\s)]+/blob/[^/\s)]+/")
@@ -92,16 +94,11 @@ def sync_notebook(path: Path) -> bool:
     return True
 
 
-def execute(path: Path, timeout_s: int = 600) -> None:
+def execute(path: Path) -> None:
     """Run one notebook in a fresh python3 kernel, in its own folder, and save it with its outputs."""
-    from nbclient import NotebookClient
+    from exercises import build
 
-    nb = read(path)
-    client = NotebookClient(
-        nb, timeout=timeout_s, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
-    )
-    client.execute()
-    nbformat.write(nb, path)
+    nbformat.write(build.execute(read(path), path.parent), path)
 
 
 def main(argv: list[str]) -> int:
