@@ -9,6 +9,10 @@ Expected values live only in `exercises/keys/`, read by the grader's process (`e
 no notebook holds one.
 
     python exercises/build.py [ASSIGNMENT ...]
+    python exercises/build.py --course DIR [--seed N] [ASSIGNMENT ...]   (`make course`)
+
+The second form makes a class's own nbgrader course folder; with a seed, the class gets its own
+numbers in every value question (`exercises/variants.py`).
 """
 
 from __future__ import annotations
@@ -68,8 +72,15 @@ def solution_notebook(nb, assignment: str):
     return nb
 
 
+def rendered_source(assignment: str, values: dict | None = None):
+    """The source notebook with its templates filled: the text's numbers, or a class's `values`."""
+    from exercises.variants import render
+
+    return render(nbformat.read(source_path(assignment), as_version=4), assignment, values)
+
+
 def generate_release(assignment: str, course_root: Path = COURSE) -> Path:
-    """Run nbgrader's generate_assignment into `course_root/release/` and drop solution-only cells."""
+    """nbgrader's generate_assignment into `course_root/release/` (templates filled, solution-only cells dropped)."""
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config import Config
@@ -82,11 +93,7 @@ def generate_release(assignment: str, course_root: Path = COURSE) -> Path:
     result = api.generate_assignment(assignment, force=True, create=True)
     if not result["success"]:
         raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{result['log']}")
-    path = course_root / "release" / assignment / f"{assignment}.ipynb"
-    nb = nbformat.read(path, as_version=4)
-    nb.cells = [c for c in nb.cells if not is_solution_only(c)]
-    nbformat.write(nb, path)
-    return path
+    return course_root / "release" / assignment / f"{assignment}.ipynb"
 
 
 def execute(nb, cwd: Path, timeout_s: int = 600):
@@ -98,7 +105,7 @@ def execute(nb, cwd: Path, timeout_s: int = 600):
 
 
 def build(assignment: str) -> None:
-    nb = nbformat.read(source_path(assignment), as_version=4)
+    nb = rendered_source(assignment)
     with tempfile.TemporaryDirectory() as tmp:
         course = Path(tmp)
         shutil.copytree(COURSE / "source" / assignment, course / "source" / assignment)
@@ -113,8 +120,54 @@ def build(assignment: str) -> None:
     print(f"{assignment}: release and solution written")
 
 
+def make_course(
+    dest: Path, assignments: list[str], *, seed: int | None = None, solutions: bool = True, **limits
+) -> None:
+    """A class's nbgrader course folder at `dest`, ready for `nbgrader autograde`.
+
+    It holds the sources, an `nbgrader_config.py` (with `limits`: `configure`'s keywords), the
+    class's values in `variant.json` when `seed` is given (its private key: keep the folder from
+    students), the release and gradebook from nbgrader's generate_assignment, and, with
+    `solutions`, the class's executed reference solutions in `dest/solutions/`.
+    """
+    from exercises import variants
+    from exercises.course import write_config
+
+    dest = Path(dest).resolve()
+    dest.mkdir(parents=True, exist_ok=True)
+    for assignment in assignments:
+        shutil.copytree(COURSE / "source" / assignment, dest / "source" / assignment, dirs_exist_ok=True)
+    write_config(dest, **limits)
+    (dest / variants.VALUES_FILE).unlink(missing_ok=True)
+    if seed is not None:
+        variants.save(dest, seed, assignments)
+    for assignment in assignments:
+        generate_release(assignment, dest)
+        if solutions:
+            nb = solution_notebook(rendered_source(assignment, variants.load(dest, assignment)), assignment)
+            (dest / "solutions").mkdir(exist_ok=True)
+            nbformat.write(execute(nb, dest / "solutions"), dest / "solutions" / f"{assignment}.ipynb")
+        print(f"{assignment}: release{' and solution' if solutions else ''} written under {dest}")
+
+
 def main(argv: list[str]) -> int:
-    for assignment in argv or assignments():
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("assignments", nargs="*", help="default: every assignment")
+    parser.add_argument("--course", type=Path, help="make a class's course folder here instead")
+    parser.add_argument("--seed", type=int, help="with --course: the class's own numbers from this seed")
+    args = parser.parse_args(argv)
+    chosen = args.assignments or assignments()
+    unknown = sorted(set(chosen) - set(assignments()))
+    if unknown:
+        parser.error(f"assignments={unknown}: unknown; allowed: {', '.join(assignments())}")
+    if args.seed is not None and args.course is None:
+        parser.error(f"--seed={args.seed} needs --course DIR (the repository's own release keeps the text's numbers)")
+    if args.course is not None:
+        make_course(args.course, chosen, seed=args.seed)
+        return 0
+    for assignment in chosen:
         build(assignment)
     return 0
 

@@ -2,16 +2,28 @@
 
 Autograding runs nbgrader's own pipeline with three pieces of `exercises/grading.py` in it: answers
 are recorded in the student's kernel and judged in this process, the kernel runs sandboxed and
-bounded, and deleted test cells are restored from the gradebook.
+bounded, and deleted test cells are restored from the gradebook. Generating an assignment first
+fills the source's templates with the course's numbers (`exercises/variants.py`: the class's own
+when the folder has a `variant.json`, else the text's) and last drops the solution-only cells.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["COURSE_ID", "configure"]
+__all__ = ["COURSE_ID", "configure", "write_config"]
 
 COURSE_ID = "how-to-scale-your-model"
+CONFIG_FILE = """\
+\"\"\"nbgrader configuration of this class's course folder (written by `make course`).\"\"\"
+import sys
+from pathlib import Path
+
+sys.path.insert(0, {repo!r})
+from exercises.course import configure
+
+configure(get_config(), Path(__file__).resolve().parent{limits})
+"""
 
 
 def configure(c, root: Path, *, cell_timeout_s: int = 60, notebook_timeout_s: int = 600, sandbox: str = "auto") -> None:
@@ -26,6 +38,7 @@ def configure(c, root: Path, *, cell_timeout_s: int = 60, notebook_timeout_s: in
         sandbox: "auto" (bubblewrap when installed), "bwrap" or "none".
     """
     from nbconvert.preprocessors import ClearMetadataPreprocessor
+    from nbgrader.converters import GenerateAssignment
     from nbgrader.preprocessors import (
         AssignLatePenalties,
         CheckCellMetadata,
@@ -38,6 +51,7 @@ def configure(c, root: Path, *, cell_timeout_s: int = 60, notebook_timeout_s: in
     )
 
     from exercises.grading import BookExecute, CompareAnswers, RecordAnswers, RestoreCells
+    from exercises.variants import DropSolutionOnly, RenderVariant
 
     root = Path(root).resolve()
     c.CourseDirectory.root = str(root)
@@ -45,6 +59,11 @@ def configure(c, root: Path, *, cell_timeout_s: int = 60, notebook_timeout_s: in
     c.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}"
     c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
     c.ClearSolutions.enforce_metadata = True
+    c.GenerateAssignment.preprocessors = [
+        RenderVariant,
+        *GenerateAssignment.class_traits()["preprocessors"].default(),
+        DropSolutionOnly,
+    ]
     c.Autograde.sanitize_preprocessors = [
         ClearOutput,
         DeduplicateIds,
@@ -70,3 +89,12 @@ def configure(c, root: Path, *, cell_timeout_s: int = 60, notebook_timeout_s: in
     c.BookExecute.kernel_name = "python3"
     c.BookExecute.sandbox = sandbox
     c.Execute.kernel_name = "python3"
+
+
+def write_config(root: Path, **limits) -> Path:
+    """Write `root/nbgrader_config.py` for a course folder outside the repository (`configure`'s keywords)."""
+    repo = Path(__file__).resolve().parent.parent
+    extra = "".join(f", {name}={value!r}" for name, value in limits.items())
+    path = Path(root) / "nbgrader_config.py"
+    path.write_text(CONFIG_FILE.format(repo=str(repo), limits=extra))
+    return path

@@ -42,6 +42,7 @@ from nbgrader.converters.base import NbGraderException
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor, OverwriteCells
 from traitlets import Integer, Unicode
 
+from exercises import variants
 from exercises.keys import JaxCheck, Key, keys_for
 
 __all__ = [
@@ -162,12 +163,11 @@ def _digest(paths: list[Path]) -> str:
 
 
 def _guarded(resources) -> list[Path]:
-    """What a submission must not change: the gradebook and the course's source folder."""
-    db = resources["nbgrader"]["db_url"].removeprefix("sqlite:///")
-    paths = [Path(db)]
-    course = Path(db).parent / "source"
-    if course.exists():
-        paths.append(course)
+    """What a submission must not change: the gradebook, the class's values and the course's sources."""
+    root = variants.course_root(resources)
+    paths = [root / "gradebook.db", root / variants.VALUES_FILE]
+    if (root / "source").exists():
+        paths.append(root / "source")
     return paths
 
 
@@ -221,15 +221,17 @@ class RecordAnswers(NbGraderPreprocessor):
     """Append a recorder to every graded test cell; keep its spec (nonce, probes) in this process."""
 
     def preprocess(self, nb, resources):
-        keys = keys_for(resources["nbgrader"]["assignment"])
+        assignment = resources["nbgrader"]["assignment"]
+        keys = keys_for(assignment)
+        params = variants.load(variants.course_root(resources), assignment)
         rng = random.Random(secrets.randbits(64))
         specs = {}
         for gid, cell in _grade_cells(nb):
             if gid not in keys:
                 continue
             spec = draw_spec(gid, keys[gid], rng)
-            specs[gid] = spec
             kernel_spec = {k: v for k, v in spec.items() if k != "grade_id"}
+            specs[gid] = {**spec, "params": params.get(gid, {})}
             cell.source = f"{cell.source}\n{MARKER}\n{RECORDER}\n__book_grader_record({kernel_spec!r})\n"
         resources["book_grading"] = {"specs": specs, "guarded": _digest(_guarded(resources))}
         return nb, resources
@@ -252,7 +254,7 @@ class BookExecute(Execute):
         (self._workdir / "tmp").mkdir()
         resources.setdefault("metadata", {})["path"] = str(self._workdir / "work")
         use_bwrap = self.sandbox == "bwrap" or (self.sandbox == "auto" and sandbox_works())
-        course = Path(resources["nbgrader"]["db_url"].removeprefix("sqlite:///")).parent
+        course = variants.course_root(resources)
         self.kernel_manager_class = (
             _sandboxed_manager(self._workdir, course) if use_bwrap else self.kernel_manager_class
         )
@@ -386,9 +388,13 @@ def judge(key: Key, spec: dict, record: dict) -> str | None:
                 return f"{name} is not a string"
             if got["str"] not in key.choices:
                 return f"{name} = {got['str']!r} is not one of {key.choices}"
-            return None if got["str"] == key.expected() else f"{name} = {got['str']!r} is not the right choice"
+            return (
+                None
+                if got["str"] == key.answer(spec.get("params"))
+                else f"{name} = {got['str']!r} is not the right choice"
+            )
         wrong = []
-        for name, want in key.expected().items():
+        for name, want in key.answer(spec.get("params")).items():
             got = values.get(name)
             if isinstance(got, dict) and "missing" in got:
                 wrong.append(f"{name} is not defined")

@@ -1,37 +1,28 @@
 """A throwaway nbgrader course graded through the instructor's real command, for the grading tests.
 
-`Course` copies assignments from `exercises/source/`, writes an `nbgrader_config.py` that calls the
-course's one configuration (with shorter limits), generates the release, files submissions, and
+`Course` makes a course folder as `make course` does (with shorter limits, and without executing
+the solutions), files submissions, and
 runs `nbgrader autograde ASSIGNMENT` once for every student of an assignment.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
 
-from exercises import build
+from exercises import build, variants
 from exercises.keys import Key
 
 ROOT = Path(__file__).resolve().parent.parent
-CONFIG = """\
-import sys
-from pathlib import Path
-sys.path.insert(0, {root!r})
-from exercises.course import configure
-here = Path(__file__).resolve().parent
-configure(get_config(), here, cell_timeout_s={cell}, notebook_timeout_s={notebook}, sandbox={sandbox!r})
-"""
 
 
-def reference_answers(assignment: str) -> dict[str, str]:
-    """grade_id of each answer cell -> its reference solution (markers removed)."""
-    src = nbformat.read(build.source_path(assignment), as_version=4)
+def reference_answers(assignment: str, values: dict | None = None) -> dict[str, str]:
+    """grade_id of each answer cell -> its reference solution (markers removed), for a class's `values`."""
+    src = build.rendered_source(assignment, values)
     return {
         build.grade_id(c): build.MARKER.sub("", c.source)
         for c in src.cells
@@ -53,13 +44,13 @@ def wrong_answer(key: Key, gid: str, solution: str) -> str:
             "    return tuple(v * 1.5 + 1 for v in result) if isinstance(result, tuple) else result * 1.5 + 1",
         ]
     else:
-        wrong = next(c for c in key.choices if c != key.expected())
+        wrong = next(c for c in key.choices if c != key.answer())
         lines.append(f"{key.names[0]} = {wrong!r}")
     return "\n".join(lines)
 
 
 class Course:
-    """One course folder under `root` holding `assignments`, graded with the given limits."""
+    """A course folder under `root` holding `assignments`, graded with these limits (a class's numbers with `seed`)."""
 
     def __init__(
         self,
@@ -69,13 +60,20 @@ class Course:
         cell_timeout_s: int = 20,
         notebook_timeout_s: int = 300,
         sandbox: str = "auto",
+        seed: int | None = None,
     ):
         self.root = root
-        for assignment in assignments:
-            shutil.copytree(ROOT / "exercises" / "source" / assignment, root / "source" / assignment)
-        config = CONFIG.format(root=str(ROOT), cell=cell_timeout_s, notebook=notebook_timeout_s, sandbox=sandbox)
-        (root / "nbgrader_config.py").write_text(config)
-        self.releases = {a: build.generate_release(a, root) for a in assignments}
+        build.make_course(
+            root,
+            assignments,
+            seed=seed,
+            solutions=False,
+            cell_timeout_s=cell_timeout_s,
+            notebook_timeout_s=notebook_timeout_s,
+            sandbox=sandbox,
+        )
+        self.releases = {a: root / "release" / a / f"{a}.ipynb" for a in assignments}
+        self.values = {a: variants.load(root, a) for a in assignments}
 
     def submit(self, assignment: str, student: str, answers: dict[str, str], *, edit=None) -> Path:
         """File a submission: the release with `answers` (grade_id -> source); `edit(nb)` may change more."""

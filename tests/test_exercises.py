@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from exercises import build
+from exercises import build, variants
 from exercises.keys import keys_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,7 +41,7 @@ SPELLED = {
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_statements_state_the_tolerance_the_grader_uses(assignment):
-    nb = nbformat.read(build.source_path(assignment), as_version=4)
+    nb = build.rendered_source(assignment)
     for gid, key in keys_for(assignment).items():
         if key.kind in ("value", "function"):
             statement = next(c.source for c in nb.cells if build.grade_id(c) == f"{gid}_statement")
@@ -59,20 +59,35 @@ def test_the_reference_solution_matches_the_keys_on_every_input_grading_can_draw
                 got, want = fn(*args), key.reference(*args)
                 for g, w in zip(_flat(got), _flat(want), strict=True):
                     assert abs(g - w) <= key.tolerance * abs(w), (gid, args, got, want)
-        elif key.kind == "value":
-            for name, want in key.expected().items():
-                assert abs(namespace[name] - want) <= key.tolerance * abs(want), (gid, name, namespace[name], want)
+    _check_values(assignment, namespace, None)
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+@pytest.mark.parametrize("seed", [1, 2, 3, 20261124])
+def test_a_class_reference_solution_matches_the_class_keys(assignment, seed):
+    """Rendered with a class's numbers, the solutions answer the class's keys, not the text's."""
+    values = variants.draw(seed, assignment)
+    _check_values(assignment, _solution_namespace(assignment, values), values)
+
+
+def _check_values(assignment, namespace, values):
+    for gid, key in keys_for(assignment).items():
+        mine = None if values is None else values.get(gid, {})
+        if key.kind == "value":
+            for name, want in key.answer(mine).items():
+                for g, w in zip(_flat(namespace[name]), _flat(want), strict=True):
+                    assert abs(g - w) <= key.tolerance * abs(w), (gid, name, namespace[name], want)
         elif key.kind == "choice":
-            assert namespace[key.names[0]] == key.expected() and key.expected() in key.choices, gid
+            assert namespace[key.names[0]] == key.answer(mine) and key.answer(mine) in key.choices, gid
 
 
 def _flat(value):
     return list(value) if isinstance(value, (tuple, list)) else [value]
 
 
-def _solution_namespace(assignment):
+def _solution_namespace(assignment, values=None):
     """Run the imports and every non-JAX answer cell of the source (with its solution) in one namespace."""
-    source = nbformat.read(build.source_path(assignment), as_version=4)
+    source = build.rendered_source(assignment, values)
     keys = keys_for(assignment)
     jax_answers = {f"{g}_answer" for g, k in keys.items() if k.kind == "jax"}
     namespace: dict = {}
@@ -86,7 +101,7 @@ def _solution_namespace(assignment):
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_every_answer_cell_defines_its_key_names(assignment):
     keys = keys_for(assignment)
-    nb = nbformat.read(build.source_path(assignment), as_version=4)
+    nb = build.rendered_source(assignment)
     answers = {build.grade_id(c): c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")}
     for gid, key in keys.items():
         answer = answers[f"{gid}_answer"]
@@ -96,7 +111,7 @@ def test_every_answer_cell_defines_its_key_names(assignment):
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_points_are_stated_and_add_up(assignment):
-    nb = nbformat.read(build.source_path(assignment), as_version=4)
+    nb = build.rendered_source(assignment)
     tests = _graded_tests(nb)
     total = sum(c.metadata["nbgrader"]["points"] for c in tests.values())
     assert f"**{total} points.**" in nb.cells[0].source
@@ -113,7 +128,7 @@ def test_release_leaks_no_solution_hidden_test_or_answer(assignment):
         assert marker not in text, marker
     nb = nbformat.read(path, as_version=4)
     assert not any(build.is_solution_only(c) for c in nb.cells)
-    source = nbformat.read(build.source_path(assignment), as_version=4)
+    source = build.rendered_source(assignment)
     answers = [c for c in source.cells if c.metadata.get("nbgrader", {}).get("solution")]
     released = {build.grade_id(c): c.source for c in nb.cells}
     for cell in answers:
@@ -127,7 +142,7 @@ def test_release_leaks_no_solution_hidden_test_or_answer(assignment):
     numbers = json.dumps([c.source for c in nb.cells])
     for gid, key in keys_for(assignment).items():
         if key.kind == "value":
-            wants = list(key.expected().values())
+            wants = list(key.answer().values())
         elif key.kind == "function":
             wants = [w for args in key.cases for w in _flat(key.reference(*args)) if not float(w).is_integer()]
         else:
@@ -140,7 +155,7 @@ def test_release_leaks_no_solution_hidden_test_or_answer(assignment):
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_release_and_solutions_are_what_make_exercises_writes(assignment, tmp_path):
-    src = nbformat.read(build.source_path(assignment), as_version=4)
+    src = build.rendered_source(assignment)
     course = tmp_path / "course"
     (course / "source").mkdir(parents=True)
     shutil.copytree(ROOT / "exercises" / "source" / assignment, course / "source" / assignment)
@@ -171,7 +186,7 @@ def test_numbers_given_in_statements_match_book_lib(assignment):
     import importlib
 
     givens = getattr(importlib.import_module(f"exercises.keys.{assignment}"), "GIVENS", [])
-    nb = nbformat.read(build.source_path(assignment), as_version=4)
+    nb = build.rendered_source(assignment)
     statements = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     for text, value in givens:
         assert text in statements, f"{text!r} is not printed in any statement"

@@ -1,9 +1,10 @@
 """Every assignment graded through `nbgrader autograde`, the instructor's one command.
 
-For each assignment: the unmodified release scores 0 on every question; the reference solution
-scores full marks; every answer made wrong loses its points; answers that look right but break a
-question's rules (listed in the keys as PLAUSIBLE) lose theirs. Hostile submissions, and answers that
-raise or never end, are in `tests/test_hostile.py`.
+Each assignment is graded as a class with its own numbers (a course seed): the unmodified release
+scores 0 on every question; the class's reference solution scores full marks; the public solution
+(the text's numbers) loses every value question; every answer made wrong loses its points; answers
+that look right but break a question's rules (listed in the keys as PLAUSIBLE) lose theirs. Hostile
+submissions, and answers that raise or never end, are in `tests/test_hostile.py`.
 """
 
 import importlib
@@ -14,17 +15,20 @@ from exercises import build
 from exercises.keys import keys_for
 from tests.course_kit import Course, reference_answers, wrong_answer
 
+SEED = 20261124
+
 
 @pytest.fixture(scope="module", params=build.assignments())
 def graded(request, tmp_path_factory):
     """Autograde the standard submissions of one assignment; returns (keys, scores, plausible)."""
     assignment = request.param
-    course = Course(tmp_path_factory.mktemp(assignment), [assignment])
-    keys, reference = keys_for(assignment), reference_answers(assignment)
+    course = Course(tmp_path_factory.mktemp(assignment), [assignment], seed=SEED)
+    keys, reference = keys_for(assignment), reference_answers(assignment, course.values[assignment])
     plausible = getattr(importlib.import_module(f"exercises.keys.{assignment}"), "PLAUSIBLE", {})
     students = {
         "blank": {},
         "reference": reference,
+        "public": reference_answers(assignment),
         "wrong": {g + "_answer": wrong_answer(keys[g], g, reference[g + "_answer"]) for g in keys},
     }
     if plausible:
@@ -46,6 +50,16 @@ def test_reference_solution_scores_full_marks(graded):
     _, scores, _ = graded
     short = {gid: pair for gid, pair in scores["reference"].items() if pair[0] != pair[1] or pair[1] <= 0}
     assert not short, short
+
+
+def test_the_public_solution_answers_no_value_question_of_a_class(graded):
+    """Value questions have the class's numbers; functions and JAX programs are judged on drawn inputs anyway."""
+    keys, scores, _ = graded
+    for gid, (score, top) in scores["public"].items():
+        if keys[gid].kind == "value":
+            assert score == 0, (gid, score)
+        elif keys[gid].kind in ("function", "jax"):
+            assert score == top, (gid, score, top)
 
 
 def test_every_wrong_answer_loses_its_points(graded):

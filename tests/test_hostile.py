@@ -134,7 +134,7 @@ def ch01(tmp_path_factory):
     gids = sorted(keys)
     choice = next(g for g, k in keys.items() if k.kind == "choice")
     value = next(g for g, k in keys.items() if k.kind == "value")
-    wrong_choice = next(c for c in keys[choice].choices if c != keys[choice].expected())
+    wrong_choice = next(c for c in keys[choice].choices if c != keys[choice].answer())
     students = {
         "wrong": wrong,
         "shadows_builtins": _with_attack(wrong, SHADOW_BUILTINS),
@@ -274,7 +274,7 @@ def test_feedback_names_what_is_wrong_and_leaks_no_answer(ch01):
     assert "expected" not in html.lower() and "__book_grader_record" not in html and "nonce" not in html
     for key in keys_for(CH01).values():
         if key.kind == "value":
-            for want in key.expected().values():
+            for want in key.answer().values():
                 assert f"{want:.6g}" not in html and repr(want) not in html
 
 

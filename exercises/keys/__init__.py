@@ -78,12 +78,16 @@ class Key:
         names: the names the answer cell must define.
         kind: `"value"` (numbers), `"function"` (a callable of numbers), `"choice"` (a string from
             `choices`) or `"jax"` (a callable of JAX arrays, judged by `check`).
-        expected: value: () -> {name: number}; choice: () -> the right string.
+        expected: value: (**params) -> {name: number}; choice: (**params) -> the right string.
         reference: function: (*args) -> the right result (a number or a tuple of numbers).
         cases: function: the inputs the text's problem uses; grading adds two drawn at random.
         rel_tol: relative tolerance on every number (the statement says the same).
         choices: the allowed strings of a choice.
         check: how a JAX question is probed and judged.
+        params: the numbers a value or choice question's statement gives, as the text gives them
+            (name -> int, float or str); `expected` takes them as keywords, and the templates of
+            the source notebook print them (`exercises/variants.py`).
+        draw: (random.Random) -> {param: value}: a class's own numbers for this question.
     """
 
     names: tuple[str, ...]
@@ -94,6 +98,8 @@ class Key:
     rel_tol: float | None = None
     choices: tuple[str, ...] = ()
     check: JaxCheck | None = None
+    params: dict[str, int | float | str] = field(default_factory=dict)
+    draw: Callable[[random.Random], dict] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -105,6 +111,17 @@ class Key:
             raise ValueError("cases=(): a function key needs the text's inputs; allowed: a tuple of argument tuples")
         if self.kind == "choice" and len(self.choices) < 2:
             raise ValueError(f"choices={self.choices!r}: a choice needs two or more; allowed: a tuple of str")
+        if bool(self.params) != (self.draw is not None):
+            raise ValueError(f"params={self.params!r}, draw={self.draw!r}: give both or neither")
+        if self.params and self.kind not in ("value", "choice"):
+            raise ValueError(f"params={self.params!r}: only value and choice questions take parameters")
+        for name, value in self.params.items():
+            if type(value) not in (int, float, str):
+                raise ValueError(f"params[{name!r}]={value!r}: allowed: an int, float or str")
+
+    def answer(self, values: dict | None = None):
+        """The expected answer of a value or choice question, for `values` (the text's by default)."""
+        return self.expected(**(self.params if values is None else values))
 
     @property
     def tolerance(self) -> float:

@@ -9,20 +9,26 @@ H100 = hardware.get_chip("h100")
 V5E = hardware.get_chip("tpu-v5e")
 V6E = hardware.get_chip("tpu-v6e")
 
-# The rates the problems state, as their statements print them, with the book_lib value each must match
-# (tests/test_exercises.py checks every one appears in a statement and agrees within 0.5 %).
+# The rates the function problems state, as their statements print them, with the book_lib value each
+# must match (tests/test_exercises.py checks every one appears in a statement and agrees within 0.5 %).
 GIVENS = [
-    ("9.89 \\times 10^{14}", H100.bf16_flops_per_s),
-    ("9.2 \\times 10^{14}", V6E.bf16_flops_per_s),
     ("1.97 \\times 10^{14}", V5E.bf16_flops_per_s),
     ("8.1 \\times 10^{11}", V5E.hbm_bytes_per_s),
     ("3.94 \\times 10^{14}", V5E.int8_ops_per_s),
-    ("9 \\times 10^{10}", V6E.ici_bytes_per_s),
-    ("3.35 TB/s", H100.hbm_bytes_per_s),
 ]
 V5E_HBM_BYTES_PER_S = V5E.hbm_bytes_per_s
 V5E_INT8_OPS_PER_S = V5E.int8_ops_per_s
 V5E_BF16_FLOPS_PER_S = V5E.bf16_flops_per_s
+
+# What a class's variant may draw: chips with the rates a question needs.
+GPUS = ("a100", "h100", "h200", "b200")
+TPUS = ("tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-7x")
+TPUS_WITH_INT8 = tuple(t for t in TPUS if hardware.get_chip(t).int8_ops_per_s != hardware.get_chip(t).bf16_flops_per_s)
+
+
+def _chip(name: str):
+    return hardware.get_chip(name)
+
 
 SHAPES = ((1, 4096, 16384), (256, 8192, 8192), (4096, 2048, 8192), (37, 1000, 3000))
 
@@ -55,12 +61,14 @@ def _batched_weights_intensity(B: int, D: int, F: int) -> float:
 
 KEYS = {
     "ch01_q0a_t_math_s": Key(
-        names=("t_math_h100_s", "t_math_v6e_s"),
+        names=("t_math_gpu_s", "t_math_tpu_s"),
         kind="value",
-        expected=lambda: {
-            "t_math_h100_s": 1e12 / H100.bf16_flops_per_s,
-            "t_math_v6e_s": 1e12 / V6E.bf16_flops_per_s,
+        expected=lambda flops, gpu, tpu: {
+            "t_math_gpu_s": flops / _chip(gpu).bf16_flops_per_s,
+            "t_math_tpu_s": flops / _chip(tpu).bf16_flops_per_s,
         },
+        params={"flops": 1e12, "gpu": "h100", "tpu": "tpu-v6e"},
+        draw=lambda r: {"flops": r.choice((2e11, 5e11, 2e12, 5e12)), "gpu": r.choice(GPUS), "tpu": r.choice(TPUS)},
     ),
     "ch01_q0b_dot_intensity": Key(
         names=("dot_product_intensity",),
@@ -88,9 +96,11 @@ KEYS = {
         cases=((8192, 32768, 1.97e14, 8.1e11), (2048, 2048, 1.97e14, 8.1e11), (4096, 14336, 9.89e14, 3.35e12)),
     ),
     "ch01_q0e_network_d": Key(
-        names=("d_crit_v6e",),
+        names=("d_crit",),
         kind="value",
-        expected=lambda: {"d_crit_v6e": 2 * V6E.bf16_flops_per_s / V6E.ici_bytes_per_s},
+        expected=lambda tpu: {"d_crit": 2 * _chip(tpu).bf16_flops_per_s / _chip(tpu).ici_bytes_per_s},
+        params={"tpu": "tpu-v6e"},
+        draw=lambda r: {"tpu": r.choice(TPUS)},
     ),
     "ch01_q1a_int8_bytes": Key(
         names=("int8_matmul_bytes",),
@@ -107,7 +117,9 @@ KEYS = {
     "ch01_q1c_int8_batch": Key(
         names=("b_crit_int8_tokens",),
         kind="value",
-        expected=lambda: {"b_crit_int8_tokens": V5E_INT8_OPS_PER_S / V5E_HBM_BYTES_PER_S / 2},
+        expected=lambda tpu: {"b_crit_int8_tokens": _chip(tpu).int8_ops_per_s / _chip(tpu).hbm_bytes_per_s / 2},
+        params={"tpu": "tpu-v5e"},
+        draw=lambda r: {"tpu": r.choice(TPUS_WITH_INT8)},
     ),
     "ch01_q1d_int8_bounds": Key(
         names=("int8_matmul_bounds_s",),
@@ -118,7 +130,11 @@ KEYS = {
     "ch01_q2_int8_weights": Key(
         names=("b_crit_int8_weights_tokens",),
         kind="value",
-        expected=lambda: {"b_crit_int8_weights_tokens": V5E_BF16_FLOPS_PER_S / V5E_HBM_BYTES_PER_S / 2},
+        expected=lambda tpu: {
+            "b_crit_int8_weights_tokens": _chip(tpu).bf16_flops_per_s / _chip(tpu).hbm_bytes_per_s / 2
+        },
+        params={"tpu": "tpu-v5e"},
+        draw=lambda r: {"tpu": r.choice(TPUS)},
     ),
     "ch01_q3_throughput": Key(
         names=("int8_weight_matmul_flops_per_s",),
@@ -133,8 +149,10 @@ KEYS = {
         cases=SHAPES,
     ),
     "ch01_q5_h100_batch": Key(
-        names=("b_crit_h100_tokens",),
+        names=("b_crit_gpu_tokens",),
         kind="value",
-        expected=lambda: {"b_crit_h100_tokens": roofline.critical_intensity(H100)},
+        expected=lambda gpu: {"b_crit_gpu_tokens": roofline.critical_intensity(_chip(gpu))},
+        params={"gpu": "h100"},
+        draw=lambda r: {"gpu": r.choice(GPUS)},
     ),
 }

@@ -1,0 +1,113 @@
+"""Per-class variants (`exercises/variants.py`): a course seed gives every value question new numbers."""
+
+import json
+
+import nbformat
+import pytest
+
+from exercises import build, variants
+from exercises.keys import Key, keys_for
+
+ASSIGNMENTS = build.assignments()
+SEEDS = range(1, 13)
+
+
+def _statements(nb) -> dict[str, str]:
+    return {
+        build.grade_id(c).removesuffix("_statement"): c.source
+        for c in nb.cells
+        if (build.grade_id(c) or "").endswith("_statement")
+    }
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_every_value_question_has_numbers_a_class_can_change(assignment):
+    bare = [gid for gid, key in keys_for(assignment).items() if key.kind == "value" and not key.params]
+    assert not bare, f"value questions without parameters (the public solution would answer them): {bare}"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_a_seed_moves_every_value_answer_beyond_its_tolerance(assignment):
+    keys = keys_for(assignment)
+    for seed in SEEDS:
+        values = variants.draw(seed, assignment)
+        assert values == variants.draw(seed, assignment), "a seed always draws the same class"
+        assert json.loads(json.dumps(values)) == values, "values survive variant.json"
+        for gid, mine in values.items():
+            key = keys[gid]
+            assert set(mine) == set(key.params), gid
+            if key.kind == "value":
+                text, ours = key.answer(), key.answer(mine)
+                for name in text:
+                    for a, b in zip(_flat(text[name]), _flat(ours[name]), strict=True):
+                        assert abs(a - b) > 2 * key.tolerance * abs(a), (seed, gid, name, a, b)
+    assert len({json.dumps(variants.draw(s, assignment), sort_keys=True) for s in SEEDS}) > len(SEEDS) // 2
+
+
+def _flat(v):
+    return list(v) if isinstance(v, (tuple, list)) else [v]
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_a_class_statement_prints_its_own_numbers(assignment):
+    text = build.rendered_source(assignment)
+    values = variants.draw(1, assignment)
+    mine = build.rendered_source(assignment, values)
+    for nb in (text, mine):
+        assert "<%" not in json.dumps([c.source for c in nb.cells]), "every template is filled"
+    text_statements, my_statements = _statements(text), _statements(mine)
+    for gid in values:
+        assert my_statements[gid] != text_statements[gid], f"{gid}: the class's statement shows the text's numbers"
+    assert not any(c.metadata.get("book", {}).get("text_only") for c in mine.cells), (
+        "notes on the text's numbers dropped"
+    )
+
+
+def test_the_default_render_is_the_committed_release():
+    """The repository's release and solutions are the text's numbers (checked cell by cell in test_exercises)."""
+    raw = nbformat.read(build.source_path(ASSIGNMENTS[0]), as_version=4)
+    assert "<%" in json.dumps([c.source for c in raw.cells]), "the sources are templates"
+    release = (build.COURSE / "release" / ASSIGNMENTS[0] / f"{ASSIGNMENTS[0]}.ipynb").read_text()
+    assert "<%" not in release
+
+
+def test_a_broken_template_names_its_cell():
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("$<% sci(no_such_name) %>$", id="c1")])
+    with pytest.raises(ValueError, match=r"no_such_name.*c1|c1.*no_such_name"):
+        variants.render(nb, ASSIGNMENTS[0])
+
+
+def test_values_that_do_not_fit_the_keys_are_refused(tmp_path):
+    gid = next(g for g, k in keys_for(ASSIGNMENTS[0]).items() if k.params)
+    (tmp_path / variants.VALUES_FILE).write_text(
+        json.dumps({"seed": 1, "values": {ASSIGNMENTS[0]: {gid: {"nope": 1}}}})
+    )
+    with pytest.raises(ValueError, match="nope"):
+        variants.load(tmp_path, ASSIGNMENTS[0])
+
+
+def test_keys_refuse_half_a_variant():
+    with pytest.raises(ValueError, match="draw"):
+        Key(names=("x",), kind="value", expected=lambda n: {"x": n}, params={"n": 1})
+    with pytest.raises(ValueError, match="params"):
+        Key(names=("x",), kind="value", expected=lambda n: {"x": n}, params={"n": (1, 2)}, draw=lambda r: {"n": (3, 4)})
+
+
+@pytest.mark.parametrize(
+    ("value", "tex"),
+    [
+        (1e12, "10^{12}"),
+        (9.89e14, "9.89 \\times 10^{14}"),
+        (9e10, "9 \\times 10^{10}"),
+        (240.0, "240"),
+        (9.999e14, "10^{15}"),
+    ],
+)
+def test_sci_prints_what_the_text_prints(value, tex):
+    assert variants.sci(value) == tex
+
+
+@pytest.mark.parametrize("value", [1e12, 2.5e-7, 0.1, 3, 123456.0, "tpu-v5e", 4096])
+def test_py_writes_a_literal_that_reads_back_the_same(value):
+    text = variants.py(value)
+    assert eval(text) == value and type(eval(text)) is type(value)  # noqa: S307
