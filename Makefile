@@ -7,12 +7,13 @@ export PATH := $(abspath $(BIN)):$(PATH)
 NOTEBOOKS := chapters solutions
 PYTEST_NB := --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300
 
-.PHONY: help install sandbox test book exercises chapters sync bench lint clean
+.PHONY: help install sandbox test book exercises course chapters sync bench lint clean
 
 help:
 	@echo "make book       build the HTML book into _build/html/"
 	@echo "make test       unit tests, notebooks (nbval), grading round trip, book build"
 	@echo "make exercises  regenerate exercises/release/ and solutions/ from exercises/source/"
+	@echo "make course DIR=path [SEED=n]  a class's nbgrader course folder (its own numbers with SEED)"
 	@echo "make chapters   re-execute the chapter notebooks in place (commit them with their outputs)"
 	@echo "make sync       rewrite every setup cell and Colab link from _config.yml and pyproject.toml"
 	@echo "make bench      time each notebook and the test suite"
@@ -41,6 +42,10 @@ book: $(STAMP)
 
 exercises: $(STAMP)
 	$(BIN)/python exercises/build.py
+
+course: $(STAMP)
+	@test -n "$(DIR)" || { echo "usage: make course DIR=path/to/class [SEED=number]"; exit 2; }
+	$(BIN)/python exercises/build.py --course "$(DIR)" $(if $(SEED),--seed $(SEED))
 
 chapters: $(STAMP)
 	$(BIN)/python tools/notebooks.py execute

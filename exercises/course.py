@@ -1,4 +1,4 @@
-"""The one nbgrader configuration of this course, used by `nbgrader_config.py`, `make exercises` and the tests.
+"""The one nbgrader configuration: a class's `nbgrader_config.py` (`make course`), `make exercises`, the tests.
 
 Autograding runs nbgrader's own pipeline with three pieces of `exercises/grading.py` in it: answers
 are recorded in the student's kernel and judged in this process, the kernel runs sandboxed and

@@ -41,6 +41,8 @@ __all__ = [
 
 VALUES_FILE = "variant.json"
 TEMPLATE = re.compile(r"<%(.+?)%>", re.DOTALL)
+# A class's notebook is handed out by its instructor: a badge would open the text's version instead.
+COLAB_BADGE = re.compile(r"^\[!\[Open In Colab\]\(.*\n\n?", re.MULTILINE)
 MAX_DRAWS = 200
 
 
@@ -160,6 +162,8 @@ def render(nb, assignment: str, values: dict[str, dict] | None = None, *, text_o
         values: grade_id -> parameter values (from `draw` or `load`); None for the text's own.
         text_only: keep the cells marked `book.text_only` (notes on the text's printed numbers);
             by default only when rendering the text's values.
+
+    A class's render also drops the Colab badge, which opens the text's version from the repository.
     """
     keys = keys_for(assignment)
     values = values if values is not None else {gid: dict(k.params) for gid, k in keys.items()}
@@ -175,6 +179,8 @@ def render(nb, assignment: str, values: dict[str, dict] | None = None, *, text_o
         if cell.get("metadata", {}).get("book", {}).get("text_only") and not keep_text_only:
             continue
         cell.source = _fill(cell.source, scope, code=cell.cell_type == "code", where=gid or cell.get("id", "?"))
+        if not is_text:
+            cell.source = COLAB_BADGE.sub("", cell.source)
         cells.append(cell)
     nb.cells = cells
     return nb

@@ -18,17 +18,18 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from exercises import build
+from exercises import build, variants
 from exercises.grading import MARKER, MIME, sandbox_works
 from exercises.keys import keys_for
 from tests.course_kit import Course, reference_answers, wrong_answer
 
 CH01 = "ch01_rooflines"
+SEED = 7  # the hostile class has its own numbers, so reading them would pay
 SANDBOXED = pytest.mark.skipif(not sandbox_works(), reason="needs a working bubblewrap (make test installs it)")
 
 
-def _wrong_answers(assignment):
-    keys, reference = keys_for(assignment), reference_answers(assignment)
+def _wrong_answers(assignment, values=None):
+    keys, reference = keys_for(assignment), reference_answers(assignment, values)
     return {g + "_answer": wrong_answer(keys[g], g, reference[g + "_answer"]) for g in keys}
 
 
@@ -116,6 +117,22 @@ import time
 time.sleep(1)
 """
 
+# Answers the chapter 1 GPU question from the class's private values, if the kernel can read them.
+READS_CLASS_VALUES = """
+import json, pathlib
+_mine = json.loads(pathlib.Path({path!r}).read_text())["values"]["ch01_rooflines"]["ch01_q5_h100_batch"]
+from book_lib import hardware
+b_crit_gpu_tokens = hardware.get_chip(_mine["gpu"]).bf16_flops_per_s / hardware.get_chip(_mine["gpu"]).hbm_bytes_per_s
+"""
+
+REWRITES_CLASS_VALUES = """
+import json, pathlib
+_path = pathlib.Path({path!r})
+_data = json.loads(_path.read_text())
+_data["values"]["ch01_rooflines"]["ch01_q5_h100_batch"]["gpu"] = "h100"
+_path.write_text(json.dumps(_data))
+"""
+
 IGNORES_SIGINT = """
 import signal
 signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -128,13 +145,14 @@ while True:
 def ch01(tmp_path_factory):
     """One batch of hostile ch01 submissions, graded by one `nbgrader autograde` run."""
     root = tmp_path_factory.mktemp("hostile")
-    course = Course(root, [CH01], cell_timeout_s=15)
+    course = Course(root, [CH01], cell_timeout_s=15, seed=SEED)
     db = str(root / "gradebook.db")
-    keys, reference, wrong = keys_for(CH01), reference_answers(CH01), _wrong_answers(CH01)
+    values = course.values[CH01]
+    keys, reference, wrong = keys_for(CH01), reference_answers(CH01, values), _wrong_answers(CH01, values)
     gids = sorted(keys)
     choice = next(g for g, k in keys.items() if k.kind == "choice")
     value = next(g for g, k in keys.items() if k.kind == "value")
-    wrong_choice = next(c for c in keys[choice].choices if c != keys[choice].answer())
+    wrong_choice = next(c for c in keys[choice].choices if c != keys[choice].answer(values.get(choice)))
     students = {
         "wrong": wrong,
         "shadows_builtins": _with_attack(wrong, SHADOW_BUILTINS),
@@ -151,6 +169,10 @@ def ch01(tmp_path_factory):
         "detached_writer": _with_attack(wrong, DETACHED_WRITER.format(db=db)),
         "rewrites_tests": _with_attack(wrong, REWRITES_TESTS.format(db=db)),
         "holds_lock": _with_attack(wrong, HOLDS_LOCK.format(db=db)),
+        "reads_class_values": {
+            **wrong,
+            "ch01_q5_h100_batch_answer": READS_CLASS_VALUES.format(path=str(root / variants.VALUES_FILE)),
+        },
         "zz_after_attacks": wrong,
         "mixed": {
             **reference,
@@ -204,6 +226,7 @@ def test_the_batch_completes_despite_every_attack(ch01):
         pytest.param("detached_writer", marks=SANDBOXED),
         pytest.param("rewrites_tests", marks=SANDBOXED),
         pytest.param("holds_lock", marks=SANDBOXED),
+        pytest.param("reads_class_values", marks=SANDBOXED),
         pytest.param("zz_after_attacks", marks=SANDBOXED),
         "deletes_tests",
     ],
@@ -272,20 +295,24 @@ def test_feedback_names_what_is_wrong_and_leaks_no_answer(ch01):
     html = (course.root / "feedback" / "wrong" / CH01 / f"{CH01}.html").read_text()
     assert "Incorrect" in html and "is not within" in html
     assert "expected" not in html.lower() and "__book_grader_record" not in html and "nonce" not in html
-    for key in keys_for(CH01).values():
+    for gid, key in keys_for(CH01).items():
         if key.kind == "value":
-            for want in key.answer().values():
+            for want in key.answer(course.values[CH01].get(gid)).values():
                 assert f"{want:.6g}" not in html and repr(want) not in html
 
 
-def test_without_a_sandbox_a_gradebook_changed_during_a_run_is_refused(tmp_path):
+@pytest.mark.parametrize("attack", ["rewrites_tests", "rewrites_class_values"])
+def test_without_a_sandbox_a_course_changed_during_a_run_is_refused(tmp_path, attack):
     """The fallback where bubblewrap is missing: the change is detected and that notebook is not graded."""
-    course = Course(tmp_path, [CH01], sandbox="none")
-    attack = REWRITES_TESTS.format(db=str(tmp_path / "gradebook.db"))
-    course.submit(CH01, "rewrites_tests", _with_attack(_wrong_answers(CH01), attack))
+    course = Course(tmp_path, [CH01], sandbox="none", seed=SEED)
+    code = {
+        "rewrites_tests": REWRITES_TESTS.format(db=str(tmp_path / "gradebook.db")),
+        "rewrites_class_values": REWRITES_CLASS_VALUES.format(path=str(tmp_path / variants.VALUES_FILE)),
+    }[attack]
+    course.submit(CH01, attack, _with_attack(_wrong_answers(CH01, course.values[CH01]), code))
     done = course.autograde(CH01)
     assert done.returncode != 0 and "changed while a submission ran" in done.stderr
-    assert "rewrites_tests" not in course.scores(CH01) or _total(course.scores(CH01), "rewrites_tests") == 0
+    assert attack not in course.scores(CH01) or _total(course.scores(CH01), attack) == 0
 
 
 @pytest.fixture(scope="module")
