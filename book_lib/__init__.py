@@ -2,7 +2,44 @@
 "How to Scale Your Model" (Austin, Douglas, Frostig, Levskaya, Chen, Vikram, Lebron, Choy,
 Ramasesh, Webson and Pope, 2025).
 
-Math modules (`hardware`, `roofline`, ...) import no JAX; `devices`, `bench`, `hlo` and `precision` do.
+Every module is reachable from the package (`book_lib.roofline.matmul_cost(...)`) and is imported
+the first time it is used. The layers, lowest first:
+
+* specs and checks: `hardware` (every chip, with sources), `checks` (argument validation);
+* pure cost models, no JAX: `roofline`, `topology`, `collectives`, `sharding`, `transformer`,
+  `systolic` (a NumPy simulation);
+* JAX: `devices` (the setup cell's device choice), `ring` and `attention` (demos), `hlo` (compiled
+  programs), `bench` (timing), `precision` (accelerator matmul rounding on a CPU);
+* figures: `plots` (matplotlib).
 """
 
+import importlib
+
 __version__ = "0.1.0"
+__all__ = [
+    "attention",
+    "bench",
+    "checks",
+    "collectives",
+    "devices",
+    "hardware",
+    "hlo",
+    "plots",
+    "precision",
+    "ring",
+    "roofline",
+    "sharding",
+    "systolic",
+    "topology",
+    "transformer",
+]
+
+
+def __getattr__(name: str):
+    if name in __all__:
+        return importlib.import_module(f"book_lib.{name}")
+    raise AttributeError(f"module 'book_lib' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

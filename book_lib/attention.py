@@ -17,12 +17,12 @@ import math
 import jax
 import jax.numpy as jnp
 
+from book_lib import checks
 from book_lib.transformer import TransformerConfig
 
 __all__ = [
     "naive_attention",
     "blockwise_attention",
-    "score_bytes",
     "init_layer",
     "transformer_layer",
     "stack_loss",
@@ -68,8 +68,8 @@ def blockwise_attention(q, k, v, *, block_size: int, causal: bool = False):
     """
     _check_qkv(q, k, v)
     length = k.shape[0]
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1 or length % block_size:
-        raise ValueError(f"block_size={block_size!r}: must be a positive divisor of the key length {length}")
+    if checks.count("block_size", block_size) and length % block_size:
+        raise ValueError(f"block_size={block_size!r}: does not divide the key length {length}; allowed: a divisor")
     T, H = q.shape
     offset = length - T
     k_blocks = k.reshape(length // block_size, block_size, H)
@@ -92,23 +92,6 @@ def blockwise_attention(q, k, v, *, block_size: int, causal: bool = False):
     init = (jnp.full((T,), -jnp.inf, q.dtype), jnp.zeros((T,), q.dtype), jnp.zeros((T, v.shape[1]), q.dtype))
     (_, denom, o), _ = jax.lax.scan(step, init, (k_blocks, v_blocks, starts))
     return o / denom[:, None]
-
-
-def score_bytes(q_len: int, k_len: int, *, block_size: int | None = None, bytes_per_value: float = 4) -> float:
-    """Bytes of attention scores held at once for one head (bytes).
-
-    naive: q_len * k_len * bytes_per_value; blockwise: q_len * block_size * bytes_per_value.
-    Book: Part 4 (Transformers), Appendix A.
-
-    Raises:
-        ValueError: a length, block size or width that is not positive.
-    """
-    width = k_len if block_size is None else block_size
-    sizes = (("q_len", q_len), ("k_len", k_len), ("block_size", width), ("bytes_per_value", bytes_per_value))
-    for name, value in sizes:
-        if not value > 0:
-            raise ValueError(f"{name}={value!r}: not positive; allowed: > 0")
-    return float(q_len * width * bytes_per_value)
 
 
 def init_layer(config: TransformerConfig, key) -> dict:

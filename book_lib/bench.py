@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from book_lib import checks
+
 __all__ = ["Timing", "time_jitted", "Peaks", "measure_peaks", "time_matmul", "time_add"]
 
 
@@ -54,12 +56,9 @@ def time_jitted(fn: Callable, *args, n_warmup: int = 2, n_runs: int = 7, min_tim
     """
     import jax
 
-    if isinstance(n_warmup, bool) or not isinstance(n_warmup, int) or n_warmup < 0:
-        raise ValueError(f"n_warmup={n_warmup!r}: not a non-negative int; allowed: 0, 1, 2, ...")
-    if isinstance(n_runs, bool) or not isinstance(n_runs, int) or n_runs < 1:
-        raise ValueError(f"n_runs={n_runs!r}: not a positive int; allowed: 1, 2, 3, ...")
-    if not min_time_s >= 0:
-        raise ValueError(f"min_time_s={min_time_s!r}: negative; allowed: >= 0")
+    checks.count("n_warmup", n_warmup, minimum=0)
+    checks.count("n_runs", n_runs)
+    checks.non_negative("min_time_s", min_time_s)
     jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
     start = time.perf_counter()
     compiled = jitted.lower(*args).compile()

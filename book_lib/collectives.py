@@ -11,12 +11,19 @@ Conventions, shared by every function here:
 * The time is max(bandwidth time, latency time): large arrays are bandwidth-bound, small ones
   pay about `hop_latency_s` (1 us by default, the book's figure for ICI) per hop.
 
+Which axes close into rings: by default the physical answer, from `topology` (the axes are taken
+as a slice of their own, padded with axes of one chip: a v5e axis of 16 wraps, one of 4 does not;
+a million-chip axis does not fit a pod and is refused). Passing `wraparound` (a bool, or one per
+axis) is the abstract mode of the text's idealised examples: rings or lines of any size that fits
+a pod. For an axis inside a larger slice, pass that slice's `Slice.wraparound` for it.
+
 Bandwidth a device can use (B, bytes/s), by `link`:
 
 * `"ici"` on a TPU: per mesh axis of size > 1, 2 W on an axis with a wraparound (both ring
-  directions carry data) and W without (the end chips of a line have one neighbour); axes add.
+  directions carry data) and W without (the end chips of a line have one neighbour); axes add
+  (`topology.axis_bytes_per_s`).
 * `"ici"` on an NVSwitch GPU: ici_links * W, every NVLink into the switch; wraparound is ignored.
-* `"dcn"`: dcn_bytes_per_s / chips_per_host. Each of the N devices sits on a different host (or
+* `"dcn"`: `Chip.dcn_bytes_per_s_per_chip`. Each of the N devices sits on a different host (or
   slice), and every chip of a host runs its own copy of the collective at the same time (the
   multi-slice data-parallel pattern), so the host's egress is shared by its chips.
 * `"pcie"`: pcie_bytes_per_s; the N chips of one host exchange through host memory.
@@ -41,7 +48,8 @@ bandwidth", drops the (N - 1) / N factor, which only matters for small N):
 Hops (latency time = hops * hop_latency_s; doubled for an AllReduce):
 
 * TPU ring of n: floor(n / 2) (the farthest chip; the book writes n / 2, or ceil(n / 2) in a
-  footnote, which differs only for odd n). TPU line of n: n - 1. Several axes: the sum.
+  footnote, which differs only for odd n). TPU line of n: n - 1. Several axes: the sum
+  (`topology.axis_hops`).
 * Switched links: 1.
 
 Book: Part 3 (Sharded Matrices and How to Multiply Them), "Case 2" (AllGather time and latency),
@@ -52,10 +60,11 @@ Worked problem 3.10; Part 2 (All About TPUs), "TPU Networking" (DCN per host).
 from __future__ import annotations
 
 import math
-import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from book_lib.hardware import Chip, get_chip
+from book_lib import checks, topology
+from book_lib.hardware import Chip
 
 __all__ = [
     "HOP_LATENCY_S",
@@ -70,6 +79,8 @@ __all__ = [
     "all_gather_time_multi",
     "reduce_scatter_time_multi",
     "all_reduce_time_multi",
+    "permute_steps",
+    "link_load_fraction",
 ]
 
 HOP_LATENCY_S = 1e-6  # per ICI hop; Book: Part 3, "A note on ICI latency"
@@ -88,6 +99,7 @@ class CollectiveTime:
         link: one of `LINKS`.
         array_bytes: V, as defined in the module docstring (bytes).
         axis_sizes: devices along each mesh axis the collective runs over (counts).
+        wraparound: per axis, whether it closed into a ring (ICI on a TPU; False elsewhere).
         bytes_per_s: bandwidth B one device uses (bytes/s); 0 when the group is one device.
         bandwidth_s: time if only bandwidth counted (s).
         hops: hops on the longest path the data takes (count; doubled for an AllReduce).
@@ -98,6 +110,7 @@ class CollectiveTime:
     link: str
     array_bytes: float
     axis_sizes: tuple[int, ...]
+    wraparound: tuple[bool, ...]
     bytes_per_s: float
     bandwidth_s: float
     hops: int
@@ -114,30 +127,98 @@ class CollectiveTime:
         return "bandwidth" if self.bandwidth_s >= self.latency_s else "latency"
 
 
-def _as_chip(chip: Chip | str) -> Chip:
-    try:
-        return get_chip(chip)
-    except ValueError as err:
-        raise ValueError(f"chip={chip!r}: {str(err).split(': ', 1)[-1]}") from None
+@dataclass(frozen=True, slots=True)
+class _Path:
+    """How data moves for one collective: B (bytes/s), hops, and per axis whether it is a ring."""
+
+    bytes_per_s: float
+    hops: int
+    wraparound: tuple[bool, ...]
+    switched: bool
 
 
-def _check_sizes(name: str, sizes: object) -> tuple[int, ...]:
-    values = sizes if isinstance(sizes, tuple) else (sizes,)
-    if not values or any(not isinstance(s, numbers.Integral) or isinstance(s, bool) or s < 1 for s in values):
-        raise ValueError(f"{name}={sizes!r}: not a device count; allowed: ints >= 1")
-    return tuple(int(s) for s in values)
+def _axis_sizes(axis_sizes: int | tuple[int, ...]) -> tuple[str, tuple[int, ...]]:
+    """(the argument's name, the sizes as a tuple of ints); a list is refused, not read as two axes."""
+    name = "axis_sizes" if isinstance(axis_sizes, tuple) else "axis_size"
+    values = axis_sizes if isinstance(axis_sizes, tuple) else (axis_sizes,)
+    if not values or any(not isinstance(s, int) or isinstance(s, bool) or s < 1 for s in values):
+        raise ValueError(f"{name}={axis_sizes!r}: not a device count; allowed: an int, or a tuple of ints >= 1")
+    return name, tuple(values)
 
 
-def _check_wraps(wraparound: bool | tuple[bool, ...], n_axes: int) -> tuple[bool, ...]:
+def _wraps(wraparound: bool | tuple[bool, ...], n_axes: int) -> tuple[bool, ...]:
     if isinstance(wraparound, bool):
         return (wraparound,) * n_axes
-    if (
-        not isinstance(wraparound, tuple)
-        or len(wraparound) != n_axes
-        or not all(isinstance(w, bool) for w in wraparound)
-    ):
-        raise ValueError(f"wraparound={wraparound!r}: not one bool per axis; allowed: a bool or {n_axes} bools")
+    bools = isinstance(wraparound, tuple) and all(isinstance(w, bool) for w in wraparound)
+    if not bools or len(wraparound) != n_axes:
+        raise ValueError(f"wraparound={wraparound!r}: not one bool per axis; allowed: None, a bool or {n_axes} bools")
     return wraparound
+
+
+def _switched_path(chip: Chip, sizes: tuple[int, ...], name: str, link: str) -> _Path:
+    """DCN, PCIe, or NVSwitch ICI: every device one hop from every other, at the link's full rate."""
+    n = math.prod(sizes)
+    if link == "pcie" and n > chip.chips_per_host:
+        raise ValueError(
+            f"{name}={sizes if name == 'axis_sizes' else n!r}: {n} chips exceed one {chip.name} host over PCIe; "
+            f"allowed: <= {chip.chips_per_host}"
+        )
+    if link == "ici" and n > chip.chips_per_pod:
+        raise ValueError(
+            f"{name}={sizes if name == 'axis_sizes' else n!r}: {n} GPUs exceed one {chip.name} NVSwitch node; "
+            f"allowed: <= {chip.chips_per_pod}"
+        )
+    rate = {
+        "dcn": chip.dcn_bytes_per_s_per_chip,
+        "pcie": chip.pcie_bytes_per_s,
+        "ici": chip.ici_links * chip.ici_bytes_per_s,
+    }[link]
+    return _Path(bytes_per_s=rate, hops=1, wraparound=(False,) * len(sizes), switched=True)
+
+
+def _torus_path(chip: Chip, sizes: tuple[int, ...], name: str, wraparound) -> _Path:
+    """ICI on a TPU: the physical rings of `topology` (wraparound None) or the ones asked for."""
+    shown = sizes if name == "axis_sizes" else sizes[0]
+    if wraparound is None:
+        n_dims = len(chip.pod_shape)
+        if len(sizes) > n_dims:
+            raise ValueError(f"{name}={shown!r}: more axes than a {chip.name} slice has; allowed: {n_dims} at most")
+        try:
+            wraps = topology.Slice.of(chip, sizes + (1,) * (n_dims - len(sizes))).wraparound[: len(sizes)]
+        except ValueError:
+            raise ValueError(
+                f"{name}={shown!r}: does not fit a {chip.name} pod {chip.pod_shape}; "
+                "allowed: sides that fit it (or pass wraparound= for an idealised ring)"
+            ) from None
+    else:
+        wraps = _wraps(wraparound, len(sizes))
+        if math.prod(sizes) > chip.chips_per_pod:
+            raise ValueError(
+                f"{name}={shown!r}: {math.prod(sizes)} chips exceed one {chip.name} pod; "
+                f"allowed: <= {chip.chips_per_pod} chips"
+            )
+    link = chip.ici_bytes_per_s
+    return _Path(
+        bytes_per_s=sum(topology.axis_bytes_per_s(s, w, link) for s, w in zip(sizes, wraps, strict=True)),
+        hops=sum(topology.axis_hops(s, w) for s, w in zip(sizes, wraps, strict=True)),
+        wraparound=wraps,
+        switched=False,
+    )
+
+
+def _bandwidth_s(op: str, v: float, sizes: tuple[int, ...], path: _Path, link_bytes_per_s: float) -> float:
+    """The bandwidth time of the module docstring's formulas (s)."""
+    n = math.prod(sizes)
+    gather_s = (n - 1) / n * v / path.bytes_per_s
+    if op in ("all_gather", "reduce_scatter"):
+        return gather_s
+    if op == "all_reduce":
+        return 2 * gather_s
+    if path.switched:
+        return (n - 1) / n**2 * v / path.bytes_per_s
+    if path.wraparound[next(i for i, s in enumerate(sizes) if s > 1)]:
+        return (n * n - n % 2) / (8 * n * n) * v / link_bytes_per_s
+    return (n * n // 4) / (n * n) * v / link_bytes_per_s
 
 
 def collective_time(
@@ -146,7 +227,7 @@ def collective_time(
     axis_sizes: int | tuple[int, ...],
     chip: Chip | str,
     *,
-    wraparound: bool | tuple[bool, ...] = True,
+    wraparound: bool | tuple[bool, ...] | None = None,
     link: str = "ici",
     hop_latency_s: float = HOP_LATENCY_S,
 ) -> CollectiveTime:
@@ -159,259 +240,186 @@ def collective_time(
     Args:
         op: `"all_gather"`, `"reduce_scatter"`, `"all_reduce"` or `"all_to_all"`.
         array_bytes: V (bytes), > 0; see the module docstring for which array that is.
-        axis_sizes: devices along each mesh axis (counts, >= 1); an int for one axis.
+        axis_sizes: devices along each mesh axis (counts, >= 1): an int for one axis, a tuple for several.
         chip: a `Chip` or a name for `hardware.get_chip`.
-        wraparound: whether each axis closes into a ring (a bool for all, or one per axis);
-            only used for `"ici"` on TPUs. `topology.Slice.wraparound` gives the true values.
+        wraparound: None for the physical rings (`topology`); a bool for all axes, or one per axis,
+            for the text's idealised rings and lines. Only used for `"ici"` on TPUs.
         link: `"ici"`, `"dcn"` or `"pcie"`.
         hop_latency_s: fixed cost of one hop (s), >= 0. The 1 us default is the book's ICI figure;
             pass a larger one for DCN.
 
     Raises:
-        ValueError: unknown op, link or chip; non-positive bytes; a size below 1; an AllToAll
-            over several axes; a PCIe group larger than a host or an NVSwitch group larger
-            than a node.
+        ValueError: unknown op, link or chip; non-positive bytes; a size below 1 or a list of sizes;
+            an AllToAll over several axes; a group larger than a pod, a host (PCIe) or a node (NVSwitch).
     """
-    if op not in OPS:
-        raise ValueError(f"op={op!r}: unknown collective; allowed: {', '.join(OPS)}")
-    if (
-        isinstance(array_bytes, bool)
-        or not isinstance(array_bytes, numbers.Real)
-        or not math.isfinite(array_bytes)
-        or array_bytes <= 0
-    ):
-        raise ValueError(f"array_bytes={array_bytes!r}: not a positive finite number; allowed: > 0")
-    if isinstance(axis_sizes, list):
-        axis_sizes = tuple(axis_sizes)
-    name = "axis_sizes" if isinstance(axis_sizes, tuple) else "axis_size"
-    sizes = _check_sizes(name, axis_sizes)
-    if link not in LINKS:
-        raise ValueError(f"link={link!r}: unknown link; allowed: {', '.join(LINKS)}")
-    if (
-        isinstance(hop_latency_s, bool)
-        or not isinstance(hop_latency_s, numbers.Real)
-        or not math.isfinite(hop_latency_s)
-        or hop_latency_s < 0
-    ):
-        raise ValueError(f"hop_latency_s={hop_latency_s!r}: not a non-negative finite number; allowed: >= 0")
-    chip = _as_chip(chip)
-    wraps = _check_wraps(wraparound, len(sizes))
+    op = checks.one_of("op", op, OPS)
+    link = checks.one_of("link", link, LINKS)
+    v = float(checks.positive("array_bytes", array_bytes))
+    checks.non_negative("hop_latency_s", hop_latency_s)
+    chip = checks.chip(chip)
+    name, sizes = _axis_sizes(axis_sizes)
     if op == "all_to_all" and sum(s > 1 for s in sizes) > 1:
         raise ValueError(f"{name}={axis_sizes!r}: AllToAll over several mesh axes is not modelled; allowed: one axis")
-
+    if link != "ici" or chip.ici_topology == "nvswitch":
+        path = _switched_path(chip, sizes, name, link)
+    else:
+        path = _torus_path(chip, sizes, name, wraparound)
     n = math.prod(sizes)
-    v = float(array_bytes)
-    switched = link != "ici" or chip.ici_topology == "nvswitch"
-    if link == "pcie" and n > chip.chips_per_host:
-        raise ValueError(
-            f"{name}={axis_sizes!r}: {n} chips exceed one {chip.name} host over PCIe; allowed: <= {chip.chips_per_host}"
-        )
-    if link == "ici" and switched and n > chip.chips_per_pod:
-        raise ValueError(
-            f"{name}={axis_sizes!r}: {n} GPUs exceed one {chip.name} NVSwitch node; allowed: <= {chip.chips_per_pod}"
-        )
-    if n == 1:
-        return CollectiveTime(
-            op=op, link=link, array_bytes=v, axis_sizes=sizes, bytes_per_s=0.0, bandwidth_s=0.0, hops=0, latency_s=0.0
-        )
-
-    one_way = chip.ici_bytes_per_s
-    if link == "dcn":
-        bytes_per_s = chip.dcn_bytes_per_s / chip.chips_per_host
-    elif link == "pcie":
-        bytes_per_s = chip.pcie_bytes_per_s
-    elif switched:
-        bytes_per_s = chip.ici_links * one_way
-    else:
-        bytes_per_s = sum((2 if w else 1) * one_way for s, w in zip(sizes, wraps, strict=True) if s > 1)
-
-    if switched:
-        hops = 1
-    else:
-        hops = sum((s // 2 if w else s - 1) for s, w in zip(sizes, wraps, strict=True) if s > 1)
-
-    gather_s = (n - 1) / n * v / bytes_per_s
-    if op in ("all_gather", "reduce_scatter"):
-        bandwidth_s = gather_s
-    elif op == "all_reduce":
-        bandwidth_s, hops = 2 * gather_s, 2 * hops
-    elif switched:
-        bandwidth_s = (n - 1) / n**2 * v / bytes_per_s
-    elif wraps[next(i for i, s in enumerate(sizes) if s > 1)]:
-        bandwidth_s = (n * n - n % 2) / (8 * n * n) * v / one_way
-    else:
-        bandwidth_s = (n * n // 4) / (n * n) * v / one_way
+    hops = 0 if n == 1 else path.hops * (2 if op == "all_reduce" else 1)
     return CollectiveTime(
         op=op,
         link=link,
         array_bytes=v,
         axis_sizes=sizes,
-        bytes_per_s=bytes_per_s,
-        bandwidth_s=bandwidth_s,
+        wraparound=path.wraparound,
+        bytes_per_s=0.0 if n == 1 else path.bytes_per_s,
+        bandwidth_s=0.0 if n == 1 else _bandwidth_s(op, v, sizes, path, chip.ici_bytes_per_s),
         hops=hops,
         latency_s=hops * hop_latency_s,
     )
 
 
-def all_gather_time(
-    array_bytes: float,
-    axis_size: int,
-    chip: Chip | str,
-    *,
-    wraparound: bool = True,
-    link: str = "ici",
-    hop_latency_s: float = HOP_LATENCY_S,
-) -> float:
-    """Seconds to AllGather over one mesh axis of `axis_size` devices; V = `array_bytes` gathered.
+def permute_steps(op: str, n_devices: int) -> int:
+    """ppermutes (collective-permutes in the compiled program) `ring`'s hand-written `op` issues (count).
 
-    t = max((N - 1) / N * V / B, hops * hop_latency_s), B = 2 W with a wraparound, W without
-    (ICI on a TPU; see the module docstring for GPUs, DCN and PCIe).
-    Book: Part 3 (Sharded Matrices and How to Multiply Them), "Case 2".
+    n - 1 for all_gather, reduce_scatter and all_to_all; 2 (n - 1) for all_reduce; 0 when n == 1.
 
     Raises:
-        ValueError: see `collective_time`.
+        ValueError: unknown op, or a device count below 1.
     """
-    return collective_time(
-        "all_gather", array_bytes, axis_size, chip, wraparound=wraparound, link=link, hop_latency_s=hop_latency_s
-    ).total_s
+    checks.one_of("op", op, OPS)
+    n = checks.count("n_devices", n_devices)
+    return (2 if op == "all_reduce" else 1) * (n - 1)
 
 
-def reduce_scatter_time(
-    array_bytes: float,
-    axis_size: int,
-    chip: Chip | str,
-    *,
-    wraparound: bool = True,
-    link: str = "ici",
-    hop_latency_s: float = HOP_LATENCY_S,
-) -> float:
-    """Seconds to ReduceScatter over one axis; V = `array_bytes` of the unreduced array per device.
+def link_load_fraction(op: str, n_devices: int, *, bidirectional: bool = False) -> float:
+    """Bytes the busiest link of a ring carries, as a fraction of V (dimensionless).
+
+    Found by listing pieces: every device's piece for every other device, routed the short way
+    round on a bidirectional ring (split in half when both ways are equally long) or always
+    clockwise on a one-way ring; each link in each direction sums what crosses it. A gathered
+    block crosses a link once however many devices downstream need it, so a link carries the
+    largest share of a block routed through it; AllToAll pieces are all different and add.
+    V is as in `book_lib.collectives`: the gathered array (AllGather), the unreduced array on one
+    device (ReduceScatter, AllReduce), the whole array over the group (AllToAll, V / n^2 per piece).
+
+    Closed forms: AllGather and ReduceScatter (n - 1) / n one way, half that both ways; AllReduce
+    twice those; AllToAll (n - 1) / (2 n) one way and (n^2 - n mod 2) / (8 n^2) both ways.
+    The enumeration takes about n^3 / 4 steps: meant for rings of up to a few hundred devices.
+    Book: Part 3, "Our final communication primitive: the AllToAll" (footnote) and Worked problem 3.10.
+
+    Raises:
+        ValueError: unknown op, or a device count below 1.
+    """
+    checks.one_of("op", op, OPS)
+    n = checks.count("n_devices", n_devices)
+    if n == 1:
+        return 0.0
+    # load[(direction, link)]: direction +1 is clockwise, link i joins device i and i + direction.
+    load: dict[tuple[int, int], float] = {}
+    for src in range(n):
+        through: dict[tuple[int, int], float] = {}
+        for dst in range(n):
+            d = (dst - src) % n
+            if d == 0:
+                continue
+            if not bidirectional or 2 * d < n:
+                routes = [(+1, d, 1.0)]
+            elif 2 * d > n:
+                routes = [(-1, n - d, 1.0)]
+            else:
+                routes = [(+1, d, 0.5), (-1, d, 0.5)]
+            for direction, hops, share in routes:
+                for h in range(hops):
+                    link = (direction, (src + direction * h) % n)
+                    if op == "all_to_all":
+                        through[link] = through.get(link, 0.0) + share
+                    else:
+                        through[link] = max(through.get(link, 0.0), share)
+        for link, pieces in through.items():
+            load[link] = load.get(link, 0.0) + pieces
+    piece = 1 / n**2 if op == "all_to_all" else 1 / n
+    return max(load.values()) * piece * (2 if op == "all_reduce" else 1)
+
+
+_DOCS = {
+    "all_gather": """Seconds to AllGather over {axes}; V = `array_bytes` gathered.
+
+    t = max((N - 1) / N * V / B, hops * hop_latency_s), B = 2 W per ring axis, W per line axis
+    (ICI on a TPU; see the module docstring for GPUs, DCN and PCIe); several axes add their B.
+    Book: Part 3 (Sharded Matrices and How to Multiply Them), "Case 2" and "What happens when we
+    AllGather over multiple axes?"
+    """,
+    "reduce_scatter": """Seconds to ReduceScatter over {axes}; V = `array_bytes` unreduced per device.
 
     Same time as an AllGather of V: t = max((N - 1) / N * V / B, hops * hop_latency_s); the
     additions are not counted.
     Book: Part 3 (Sharded Matrices and How to Multiply Them), "Case 3".
-
-    Raises:
-        ValueError: see `collective_time`.
-    """
-    return collective_time(
-        "reduce_scatter", array_bytes, axis_size, chip, wraparound=wraparound, link=link, hop_latency_s=hop_latency_s
-    ).total_s
-
-
-def all_reduce_time(
-    array_bytes: float,
-    axis_size: int,
-    chip: Chip | str,
-    *,
-    wraparound: bool = True,
-    link: str = "ici",
-    hop_latency_s: float = HOP_LATENCY_S,
-) -> float:
-    """Seconds to AllReduce over one axis; V = `array_bytes` of the unreduced array per device.
+    """,
+    "all_reduce": """Seconds to AllReduce over {axes}; V = `array_bytes` unreduced per device.
 
     A ReduceScatter then an AllGather: t = max(2 (N - 1) / N * V / B, 2 hops * hop_latency_s).
     Book: Part 3 (Sharded Matrices and How to Multiply Them), "Case 3".
-
-    Raises:
-        ValueError: see `collective_time`.
-    """
-    return collective_time(
-        "all_reduce", array_bytes, axis_size, chip, wraparound=wraparound, link=link, hop_latency_s=hop_latency_s
-    ).total_s
-
-
-def all_to_all_time(
-    array_bytes: float,
-    axis_size: int,
-    chip: Chip | str,
-    *,
-    wraparound: bool = True,
-    link: str = "ici",
-    hop_latency_s: float = HOP_LATENCY_S,
-) -> float:
-    """Seconds to AllToAll over one axis; V = `array_bytes` of the whole array (V / N per device).
+    """,
+    "all_to_all": """Seconds to AllToAll over {axes}; V = `array_bytes` of the whole array (V / N per device).
 
     TPU ring: (N^2 - N mod 2) / (8 N^2) * V / W; TPU line: floor(N^2 / 4) / N^2 * V / W;
     switched links: (N - 1) / N^2 * V / B; then the max with hops * hop_latency_s.
     Book: Part 3 (Sharded Matrices and How to Multiply Them), "Our final communication
     primitive: the AllToAll"; Worked problem 3.10.
-
+    """,
+}
+_RAISES = """
     Raises:
         ValueError: see `collective_time`.
     """
-    return collective_time(
-        "all_to_all", array_bytes, axis_size, chip, wraparound=wraparound, link=link, hop_latency_s=hop_latency_s
-    ).total_s
 
 
-def all_gather_time_multi(
-    array_bytes: float,
-    axis_sizes: tuple[int, ...],
-    chip: Chip | str,
-    *,
-    wraparound: bool | tuple[bool, ...] = True,
-    link: str = "ici",
-    hop_latency_s: float = HOP_LATENCY_S,
-) -> float:
-    """Seconds to AllGather over several mesh axes at once (AllGather_XY); V = gathered bytes.
+def _one_axis(op: str) -> Callable[..., float]:
+    def time(
+        array_bytes: float,
+        axis_size: int,
+        chip: Chip | str,
+        *,
+        wraparound: bool | None = None,
+        link: str = "ici",
+        hop_latency_s: float = HOP_LATENCY_S,
+    ) -> float:
+        checks.count("axis_size", axis_size)
+        return collective_time(
+            op, array_bytes, axis_size, chip, wraparound=wraparound, link=link, hop_latency_s=hop_latency_s
+        ).total_s
 
-    t = max((n - 1) / n * V / sum_i B_i, sum_i hops_i * hop_latency_s), n = prod(axis_sizes);
-    on ICI each axis brings its own links, so the bandwidths add.
-    Book: Part 3 (Sharded Matrices and How to Multiply Them), "What happens when we AllGather
-    over multiple axes?"
-
-    Raises:
-        ValueError: see `collective_time`.
-    """
-    return collective_time(
-        "all_gather", array_bytes, axis_sizes, chip, wraparound=wraparound, link=link, hop_latency_s=hop_latency_s
-    ).total_s
+    time.__name__ = time.__qualname__ = f"{op}_time"
+    time.__doc__ = _DOCS[op].format(axes="one mesh axis of `axis_size` devices") + _RAISES
+    return time
 
 
-def reduce_scatter_time_multi(
-    array_bytes: float,
-    axis_sizes: tuple[int, ...],
-    chip: Chip | str,
-    *,
-    wraparound: bool | tuple[bool, ...] = True,
-    link: str = "ici",
-    hop_latency_s: float = HOP_LATENCY_S,
-) -> float:
-    """Seconds to ReduceScatter over several mesh axes at once; same time as `all_gather_time_multi`.
+def _several_axes(op: str) -> Callable[..., float]:
+    def time(
+        array_bytes: float,
+        axis_sizes: tuple[int, ...],
+        chip: Chip | str,
+        *,
+        wraparound: bool | tuple[bool, ...] | None = None,
+        link: str = "ici",
+        hop_latency_s: float = HOP_LATENCY_S,
+    ) -> float:
+        if not isinstance(axis_sizes, tuple):
+            raise ValueError(f"axis_sizes={axis_sizes!r}: not a tuple; allowed: a tuple of ints >= 1, one per axis")
+        return collective_time(
+            op, array_bytes, axis_sizes, chip, wraparound=wraparound, link=link, hop_latency_s=hop_latency_s
+        ).total_s
 
-    Book: Part 3 (Sharded Matrices and How to Multiply Them), "Case 3".
-
-    Raises:
-        ValueError: see `collective_time`.
-    """
-    return collective_time(
-        "reduce_scatter",
-        array_bytes,
-        axis_sizes,
-        chip,
-        wraparound=wraparound,
-        link=link,
-        hop_latency_s=hop_latency_s,
-    ).total_s
+    time.__name__ = time.__qualname__ = f"{op}_time_multi"
+    time.__doc__ = _DOCS[op].format(axes="several mesh axes at once, of `axis_sizes` devices") + _RAISES
+    return time
 
 
-def all_reduce_time_multi(
-    array_bytes: float,
-    axis_sizes: tuple[int, ...],
-    chip: Chip | str,
-    *,
-    wraparound: bool | tuple[bool, ...] = True,
-    link: str = "ici",
-    hop_latency_s: float = HOP_LATENCY_S,
-) -> float:
-    """Seconds to AllReduce over several mesh axes at once: twice `all_gather_time_multi` (both parts).
-
-    Book: Part 3 (Sharded Matrices and How to Multiply Them), "Case 3".
-
-    Raises:
-        ValueError: see `collective_time`.
-    """
-    return collective_time(
-        "all_reduce", array_bytes, axis_sizes, chip, wraparound=wraparound, link=link, hop_latency_s=hop_latency_s
-    ).total_s
+all_gather_time = _one_axis("all_gather")
+reduce_scatter_time = _one_axis("reduce_scatter")
+all_reduce_time = _one_axis("all_reduce")
+all_to_all_time = _one_axis("all_to_all")
+all_gather_time_multi = _several_axes("all_gather")
+reduce_scatter_time_multi = _several_axes("reduce_scatter")
+all_reduce_time_multi = _several_axes("all_reduce")

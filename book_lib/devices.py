@@ -13,6 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from book_lib import checks
 from book_lib.hardware import Chip, chip_from_device_kind
 
 __all__ = [
@@ -147,9 +148,8 @@ def choose(platform: str, device_kind: str, n_found: int, n: int, *, emulation: 
         n: devices the mesh demos want (count), >= 1.
         emulation: the matmul rounding in force (`book_lib.precision`), or None.
     """
-    for name, value in (("n_found", n_found), ("n", n)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name}={value!r}: not a positive int; allowed: 1, 2, 4, 8, ...")
+    checks.count("n_found", n_found)
+    checks.count("n", n)
     accelerators = 0 if platform == "cpu" else n_found
     enough = accelerators >= n
     return Choice(
@@ -180,8 +180,7 @@ def setup(n: int = 8) -> None:
             accelerator has `n`.
     """
     global _CHOICE
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n={n!r}: not a positive int; allowed: 1, 2, 4, 8, ...")
+    checks.count("n", n)
     if _CHOICE is not None:
         print(_CHOICE.describe())
         return
@@ -264,8 +263,7 @@ def mesh_shape(n_axes: int = 2) -> tuple[int, ...]:
     Raises:
         ValueError: `n_axes` is not a positive int.
     """
-    if isinstance(n_axes, bool) or not isinstance(n_axes, int) or n_axes < 1:
-        raise ValueError(f"n_axes={n_axes!r}: not a positive int; allowed: 1, 2, 3")
+    checks.count("n_axes", n_axes)
     remaining, shape = n_devices(), []
     for axes_left in range(n_axes, 0, -1):
         ideal = remaining ** (1 / axes_left) - 1e-9

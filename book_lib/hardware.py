@@ -11,11 +11,12 @@ Book: Part 2 (All About TPUs), "Key Takeaways"; Part 2 Appendix A (GPUs).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import re
 from dataclasses import dataclass
 from types import MappingProxyType
+
+from book_lib import checks
 
 __all__ = ["Chip", "CHIPS", "VARIANTS", "get_chip", "chip_names", "chip_from_device_kind"]
 
@@ -111,6 +112,25 @@ class Chip:
     def chips_per_pod(self) -> int:
         """Chips in the largest ICI-connected slice (count)."""
         return math.prod(self.pod_shape)
+
+    @property
+    def dcn_bytes_per_s_per_chip(self) -> float:
+        """A host's DCN egress shared by its chips (bytes/s): dcn_bytes_per_s / chips_per_host.
+
+        What each chip gets when every chip of a host sends over DCN at once (data parallelism
+        across slices). Book: Part 2 (All About TPUs), "TPU Networking".
+        """
+        return self.dcn_bytes_per_s / self.chips_per_host
+
+    def peak_ops_per_s(self, dtype: str = "bf16") -> float:
+        """Dense matmul peak for `dtype` (FLOPs/s or OPs/s): bf16_flops_per_s or int8_ops_per_s.
+
+        `dtype` may be spelled any common way ("bf16", "BF16", "bfloat16", "int8", "i8").
+
+        Raises:
+            ValueError: a dtype with no peak in this table (fp8 or fp32, say).
+        """
+        return {"bf16": self.bf16_flops_per_s, "int8": self.int8_ops_per_s}[checks.dtype(dtype)]
 
     @property
     def is_tpu(self) -> bool:
@@ -407,7 +427,7 @@ def _key(name: str) -> str:
     return key[3:] if key.startswith("tpu") and len(key) > 3 else key
 
 
-_BY_KEY = {_key(chip.name): chip for chip in (*_ALL, *_VARIANTS)}
+_BY_NAME_ALL = {chip.name: chip for chip in (*_ALL, *_VARIANTS)}
 
 
 def chip_names() -> tuple[str, ...]:
@@ -415,24 +435,21 @@ def chip_names() -> tuple[str, ...]:
     return tuple(CHIPS)
 
 
-def get_chip(name: str | Chip) -> Chip:
+def get_chip(name: str | Chip, *, arg: str = "name") -> Chip:
     """The `Chip` called `name`, in `CHIPS` or `VARIANTS`; case, spaces, dashes, underscores and 'TPU' are ignored.
 
     `get_chip("v5e") == get_chip("TPU v5e") == get_chip("tpu_v5e")`. A `Chip` is returned as is.
+
+    Args:
+        name: a chip name, or a `Chip`.
+        arg: the argument name an error message gives (a caller's own, such as `"chip"`).
 
     Raises:
         ValueError: unknown name; the message lists the closest known names.
     """
     if isinstance(name, Chip):
         return name
-    if not isinstance(name, str):
-        raise ValueError(f"name={name!r}: not a chip name; allowed: {', '.join((*CHIPS, *VARIANTS))}")
-    chip = _BY_KEY.get(_key(name))
-    if chip is None:
-        close = difflib.get_close_matches(_key(name), list(_BY_KEY), n=3, cutoff=0.4)
-        hint = ", ".join(_BY_KEY[c].name for c in close) or "none"
-        raise ValueError(f"name={name!r}: unknown chip; closest: {hint}; allowed: {', '.join((*CHIPS, *VARIANTS))}")
-    return chip
+    return checks.lookup(arg, name, _BY_NAME_ALL, what="chip", key=_key)
 
 
 def chip_from_device_kind(device_kind: str) -> Chip | None:

@@ -6,7 +6,8 @@ with units; no titles (captions live in the notebook). `save` writes byte-identi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import matplotlib as mpl
@@ -14,8 +15,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import EngFormatter
 
+from book_lib import checks
 from book_lib import roofline as _roofline
-from book_lib.hardware import CHIPS, Chip, get_chip
+from book_lib.hardware import CHIPS, Chip
 
 __all__ = [
     "CHIP_COLORS",
@@ -30,24 +32,36 @@ __all__ = [
     "bandwidth_bars",
     "save",
     "collective_time_vs_size",
+    "STYLE",
 ]
 
 _PALETTE = tuple(plt.get_cmap("tab10").colors) + ((0.0, 0.0, 0.0),)
 CHIP_COLORS: dict[str, tuple[float, float, float]] = {name: _PALETTE[i % len(_PALETTE)] for i, name in enumerate(CHIPS)}
 
-mpl.rcParams.update(
-    {
-        "lines.linewidth": 2,
-        "figure.figsize": (7.0, 4.2),
-        "figure.dpi": 100,
-        "axes.grid": True,
-        "grid.alpha": 0.3,
-        "axes.spines.top": False,
-        "axes.spines.right": False,
-        "legend.frameon": False,
-        "svg.hashsalt": "book_lib",
-    }
-)
+# The house style, applied inside every function here (importing this module changes no setting).
+STYLE = {
+    "lines.linewidth": 2,
+    "figure.figsize": (7.0, 4.2),
+    "figure.dpi": 100,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "legend.frameon": False,
+    "svg.hashsalt": "book_lib",
+}
+
+
+def _styled(plot: Callable) -> Callable:
+    """`plot` drawing under `STYLE` (matplotlib's settings are restored when it returns)."""
+
+    @functools.wraps(plot)
+    def wrapper(*args, **kwargs):
+        with mpl.rc_context(STYLE):
+            return plot(*args, **kwargs)
+
+    return wrapper
+
 
 INTENSITY_LABEL = "arithmetic intensity (FLOPs/byte)"
 THROUGHPUT_LABEL = "attainable throughput (FLOPs/s)"
@@ -55,7 +69,7 @@ THROUGHPUT_LABEL = "attainable throughput (FLOPs/s)"
 
 def chip_style(chip: Chip | str) -> dict:
     """Line keyword arguments for `chip`: its colour, solid for TPUs and dashed for GPUs."""
-    chip = get_chip(chip)
+    chip = checks.chip(chip)
     return {"color": CHIP_COLORS[chip.name], "linestyle": "-" if chip.is_tpu else "--", "lw": 2}
 
 
@@ -67,6 +81,7 @@ def _new_axes(ax):
     return fig, ax
 
 
+@_styled
 def roofline(
     chips: Sequence[Chip | str],
     *,
@@ -83,12 +98,12 @@ def roofline(
 
     Book: Part 1 (Rooflines), "Visualizing rooflines"
     """
+    dtype = checks.dtype(dtype)
+    chips = [checks.chip(c, "chips") for c in chips]
     fig, ax = _new_axes(ax)
     intensities = np.geomspace(*intensity_range, 400)
-    peak_key = {"bf16": "bf16_flops_per_s", "int8": "int8_ops_per_s"}[dtype]
-    chips = [get_chip(c) for c in chips]
     for chip in chips:
-        peak = getattr(chip, peak_key)
+        peak = chip.peak_ops_per_s(dtype)
         style = chip_style(chip)
         ax.loglog(intensities, np.minimum(peak, intensities * chip.hbm_bytes_per_s), label=chip.name, **style)
         ridge = _roofline.critical_intensity(chip, dtype)
@@ -99,7 +114,7 @@ def roofline(
             )
     if points and chips:
         first = chips[0]
-        peak = getattr(first, peak_key)
+        peak = first.peak_ops_per_s(dtype)
         for label, intensity in points:
             y = min(peak, intensity * first.hbm_bytes_per_s)
             ax.plot([intensity], [y], "o", color="black", ms=5)
@@ -110,6 +125,7 @@ def roofline(
     return fig, ax
 
 
+@_styled
 def measured_vs_predicted(
     predicted_s: Sequence[float],
     measured_s: Sequence[float],
@@ -143,6 +159,7 @@ def measured_vs_predicted(
     return fig, ax
 
 
+@_styled
 def throughput_vs_batch(
     batch_sizes: Sequence[int],
     curves: dict[str, Sequence[float]],
@@ -167,6 +184,7 @@ def throughput_vs_batch(
     return fig, ax
 
 
+@_styled
 def attention_share(
     seq_lens: Sequence[float],
     shares: dict[str, Sequence[float]],
@@ -194,6 +212,7 @@ def attention_share(
     return fig, ax
 
 
+@_styled
 def memory_bars(labels: Sequence[str], parts: dict[str, Sequence[float]], *, ax=None):
     """Stacked horizontal bars of memory (bytes) per configuration, one colour per part.
 
@@ -216,6 +235,7 @@ def memory_bars(labels: Sequence[str], parts: dict[str, Sequence[float]], *, ax=
     return fig, ax
 
 
+@_styled
 def systolic_snapshots(active: np.ndarray, cycles_to_show: Sequence[int]):
     """One panel per cycle: which elements of a systolic grid do a multiply-add (dark) at that cycle.
 
@@ -234,6 +254,7 @@ def systolic_snapshots(active: np.ndarray, cycles_to_show: Sequence[int]):
     return fig, axes[0][0]
 
 
+@_styled
 def chip_rates(chips: Sequence[Chip | str], *, ax=None):
     """Each chip's dense bf16 peak (FLOPs/s) against two bandwidths (bytes/s), log-log.
 
@@ -242,7 +263,7 @@ def chip_rates(chips: Sequence[Chip | str], *, ax=None):
     (FLOPs/s over bytes/s) of 1e2, 1e3 and 1e4 FLOPs/byte. TPUs circles, GPUs squares.
     """
     fig, ax = _new_axes(ax)
-    chips = [get_chip(c) for c in chips]
+    chips = [checks.chip(c, "chips") for c in chips]
     for chip in chips:
         style = chip_style(chip)
         marker = "o" if chip.is_tpu else "s"
@@ -264,18 +285,19 @@ def chip_rates(chips: Sequence[Chip | str], *, ax=None):
     return fig, ax
 
 
+@_styled
 def bandwidth_bars(chips: Sequence[Chip | str], *, ax=None):
     """Grouped bars, log scale: per chip, HBM, one ICI link (one way), PCIe and its share of DCN (bytes/s).
 
-    The DCN bar is the host's egress divided by the chips on that host (dcn_bytes_per_s / chips_per_host).
+    The DCN bar is the host's egress shared by its chips (`Chip.dcn_bytes_per_s_per_chip`).
     """
     fig, ax = _new_axes(ax)
-    chips = [get_chip(c) for c in chips]
+    chips = [checks.chip(c, "chips") for c in chips]
     levels = {
         "HBM": [c.hbm_bytes_per_s for c in chips],
         "ICI (one link, one way)": [c.ici_bytes_per_s for c in chips],
         "PCIe": [c.pcie_bytes_per_s for c in chips],
-        "DCN (per chip)": [c.dcn_bytes_per_s / c.chips_per_host for c in chips],
+        "DCN (per chip)": [c.dcn_bytes_per_s_per_chip for c in chips],
     }
     x = np.arange(len(chips))
     width = 0.8 / len(levels)
@@ -290,6 +312,7 @@ def bandwidth_bars(chips: Sequence[Chip | str], *, ax=None):
     return fig, ax
 
 
+@_styled
 def save(fig, path: str | Path) -> Path:
     """Write `fig` so that a rerun gives identical bytes (no dates, no software tag), then close it."""
     path = Path(path)
@@ -299,6 +322,7 @@ def save(fig, path: str | Path) -> Path:
     return path
 
 
+@_styled
 def collective_time_vs_size(
     array_bytes: Sequence[float],
     curves: dict[str, Sequence[float]],

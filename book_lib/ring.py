@@ -9,14 +9,13 @@ what the `jax.lax` primitive beside it returns (blocks along axis 0, "tiled"):
 * `all_to_all(x, axis)`     == `jax.lax.all_to_all(x, axis, 0, 0, tiled=True)`
 
 Every step sends one buffer to the next device of the ring (device i to device i + 1 mod n), so
-the compiled program holds `permute_steps(op, n)` collective-permutes and none of the primitives.
+the compiled program holds `collectives.permute_steps(op, n)` collective-permutes and none of the
+primitives.
 On TPU ICI each step is one hop between neighbours; the primitives XLA emits do the same work, with
 both ring directions and overlapped steps.
 
-`link_load_fraction` counts, by listing every piece and the links it crosses, how much of the array
-the busiest link carries: the quantity that sets a bandwidth-bound collective's time.
-
-JAX is imported inside the functions that need it, so the counting functions import fast.
+The counting that goes with them (`permute_steps`, `link_load_fraction`) is pure arithmetic and
+lives in `book_lib.collectives`.
 
 Book: Part 3 (Sharded Matrices and How to Multiply Them), "Case 2" (the ring AllGather),
 "Case 3" (ReduceScatter, AllReduce), "Our final communication primitive: the AllToAll", and
@@ -25,8 +24,7 @@ Worked problems 3.8 and 3.10.
 
 from __future__ import annotations
 
-import numbers
-
+from book_lib import collectives
 from book_lib.sharding import ShardedArray, parse
 
 __all__ = [
@@ -35,23 +33,10 @@ __all__ = [
     "reduce_scatter",
     "all_reduce",
     "all_to_all",
-    "permute_steps",
-    "link_load_fraction",
     "partition_spec",
 ]
 
-OPS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
-
-
-def _check_op(op: str) -> None:
-    if op not in OPS:
-        raise ValueError(f"op={op!r}: unknown collective; allowed: {', '.join(OPS)}")
-
-
-def _check_n(n_devices: int) -> int:
-    if isinstance(n_devices, bool) or not isinstance(n_devices, numbers.Integral) or n_devices < 1:
-        raise ValueError(f"n_devices={n_devices!r}: not a device count; allowed: an int >= 1")
-    return int(n_devices)
+OPS = collectives.OPS
 
 
 def _ring(n: int) -> list[tuple[int, int]]:
@@ -179,69 +164,6 @@ def all_to_all(x, axis_name: str):
         out = out.at[(me - step) % n].set(pack[0])
         pack = pack[1:]
     return out.reshape(x.shape)
-
-
-def permute_steps(op: str, n_devices: int) -> int:
-    """ppermutes (collective-permutes in the compiled program) the hand-written `op` issues (count).
-
-    n - 1 for all_gather, reduce_scatter and all_to_all; 2 (n - 1) for all_reduce; 0 when n == 1.
-
-    Raises:
-        ValueError: unknown op, or a device count below 1.
-    """
-    _check_op(op)
-    n = _check_n(n_devices)
-    return (2 if op == "all_reduce" else 1) * (n - 1)
-
-
-def link_load_fraction(op: str, n_devices: int, *, bidirectional: bool = False) -> float:
-    """Bytes the busiest link of a ring carries, as a fraction of V (dimensionless).
-
-    Found by listing pieces: every device's piece for every other device, routed the short way
-    round on a bidirectional ring (split in half when both ways are equally long) or always
-    clockwise on a one-way ring; each link in each direction sums what crosses it. A gathered
-    block crosses a link once however many devices downstream need it, so a link carries the
-    largest share of a block routed through it; AllToAll pieces are all different and add.
-    V is as in `book_lib.collectives`: the gathered array (AllGather), the unreduced array on one
-    device (ReduceScatter, AllReduce), the whole array over the group (AllToAll, V / n^2 per piece).
-
-    Closed forms: AllGather and ReduceScatter (n - 1) / n one way, half that both ways; AllReduce
-    twice those; AllToAll (n - 1) / (2 n) one way and (n^2 - n mod 2) / (8 n^2) both ways.
-    The enumeration takes about n^3 / 4 steps: meant for rings of up to a few hundred devices.
-    Book: Part 3, "Our final communication primitive: the AllToAll" (footnote) and Worked problem 3.10.
-
-    Raises:
-        ValueError: unknown op, or a device count below 1.
-    """
-    _check_op(op)
-    n = _check_n(n_devices)
-    if n == 1:
-        return 0.0
-    # load[(direction, link)]: direction +1 is clockwise, link i joins device i and i + direction.
-    load: dict[tuple[int, int], float] = {}
-    for src in range(n):
-        through: dict[tuple[int, int], float] = {}
-        for dst in range(n):
-            d = (dst - src) % n
-            if d == 0:
-                continue
-            if not bidirectional or 2 * d < n:
-                routes = [(+1, d, 1.0)]
-            elif 2 * d > n:
-                routes = [(-1, n - d, 1.0)]
-            else:
-                routes = [(+1, d, 0.5), (-1, d, 0.5)]
-            for direction, hops, share in routes:
-                for h in range(hops):
-                    link = (direction, (src + direction * h) % n)
-                    if op == "all_to_all":
-                        through[link] = through.get(link, 0.0) + share
-                    else:
-                        through[link] = max(through.get(link, 0.0), share)
-        for link, pieces in through.items():
-            load[link] = load.get(link, 0.0) + pieces
-    piece = 1 / n**2 if op == "all_to_all" else 1 / n
-    return max(load.values()) * piece * (2 if op == "all_reduce" else 1)
 
 
 def partition_spec(array: ShardedArray | str):

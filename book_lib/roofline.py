@@ -9,10 +9,10 @@ Book: Part 1 (Rooflines), "Where Does the Time Go?"
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 
-from book_lib.hardware import Chip, get_chip
+from book_lib import checks
+from book_lib.hardware import Chip
 
 __all__ = [
     "RooflineTime",
@@ -25,21 +25,9 @@ __all__ = [
     "dot_product_cost",
     "elementwise_cost",
     "OpCost",
+    "batched_weights_matmul_cost",
+    "smallest_compute_bound_width",
 ]
-
-_DTYPE_PEAK = {"bf16": "bf16_flops_per_s", "int8": "int8_ops_per_s"}
-
-
-def _positive(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name}={value!r}: not a positive finite number; allowed: > 0")
-    return value
-
-
-def _non_negative(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name}={value!r}: not a non-negative finite number; allowed: >= 0")
-    return value
 
 
 def critical_intensity(chip: Chip | str, dtype: str = "bf16") -> float:
@@ -50,15 +38,13 @@ def critical_intensity(chip: Chip | str, dtype: str = "bf16") -> float:
 
     Args:
         chip: a `Chip` or a name for `hardware.get_chip`.
-        dtype: `"bf16"` (bf16_flops_per_s) or `"int8"` (int8_ops_per_s).
+        dtype: `"bf16"` (bf16_flops_per_s) or `"int8"` (int8_ops_per_s), spelled any common way.
 
     Raises:
         ValueError: unknown chip or dtype.
     """
-    chip = get_chip(chip)
-    if dtype not in _DTYPE_PEAK:
-        raise ValueError(f"dtype={dtype!r}: unknown; allowed: {', '.join(_DTYPE_PEAK)}")
-    return getattr(chip, _DTYPE_PEAK[dtype]) / chip.hbm_bytes_per_s
+    chip = checks.chip(chip)
+    return chip.peak_ops_per_s(dtype) / chip.hbm_bytes_per_s
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,10 +96,10 @@ def roofline_time(flops: float, bytes_moved: float, flops_per_s: float, bytes_pe
     Raises:
         ValueError: a negative amount or a non-positive rate.
     """
-    _non_negative("flops", flops)
-    _non_negative("bytes_moved", bytes_moved)
-    _positive("flops_per_s", flops_per_s)
-    _positive("bytes_per_s", bytes_per_s)
+    checks.non_negative("flops", flops)
+    checks.non_negative("bytes_moved", bytes_moved)
+    checks.positive("flops_per_s", flops_per_s)
+    checks.positive("bytes_per_s", bytes_per_s)
     return RooflineTime(
         flops=flops, bytes_moved=bytes_moved, t_math=flops / flops_per_s, t_comms=bytes_moved / bytes_per_s
     )
@@ -130,6 +116,10 @@ class MatmulCost:
     bytes_in: float
     bytes_out: float
 
+    def __post_init__(self) -> None:
+        for name in ("flops", "bytes_in", "bytes_out"):
+            checks.non_negative(name, getattr(self, name))
+
     @property
     def bytes(self) -> float:
         """Bytes read plus bytes written."""
@@ -137,8 +127,8 @@ class MatmulCost:
 
     @property
     def intensity(self) -> float:
-        """FLOPs per byte moved (FLOPs/byte)."""
-        return self.flops / self.bytes
+        """FLOPs per byte moved (FLOPs/byte); infinite when nothing moves."""
+        return self.flops / self.bytes if self.bytes else math.inf
 
 
 def matmul_cost(B: int, D: int, F: int, x_bytes: float = 2, w_bytes: float = 2, out_bytes: float = 2) -> MatmulCost:
@@ -156,14 +146,54 @@ def matmul_cost(B: int, D: int, F: int, x_bytes: float = 2, w_bytes: float = 2, 
         ValueError: a non-positive size or element width.
     """
     for name, value in (("B", B), ("D", D), ("F", F)):
-        _positive(name, value)
+        checks.count(name, value)
     for name, value in (("x_bytes", x_bytes), ("w_bytes", w_bytes), ("out_bytes", out_bytes)):
-        _positive(name, value)
+        checks.positive(name, value)
     return MatmulCost(
         flops=2.0 * B * D * F,
         bytes_in=float(x_bytes * B * D + w_bytes * D * F),
         bytes_out=float(out_bytes * B * F),
     )
+
+
+def batched_weights_matmul_cost(
+    B: int, D: int, F: int, x_bytes: float = 2, w_bytes: float = 2, out_bytes: float = 2
+) -> MatmulCost:
+    """Cost of X[B, D] ._D Y[B, D, F] -> Z[B, F]: every batch element has its own weight matrix.
+
+    flops = 2 B D F; bytes = x_bytes B D + w_bytes B D F + out_bytes B F, so the intensity stays
+    below 2 / w_bytes whatever B is: the weights are read once per element, never reused.
+    Book: Part 1 (Rooflines), Question 4.
+
+    Raises:
+        ValueError: a size that is not a count, or a non-positive element width.
+    """
+    plain = matmul_cost(B, D, F, x_bytes, w_bytes, out_bytes)
+    return MatmulCost(
+        flops=plain.flops, bytes_in=float(x_bytes * B * D + w_bytes * B * D * F), bytes_out=plain.bytes_out
+    )
+
+
+def smallest_compute_bound_width(
+    flops_per_s: float, bytes_per_s: float, *, f_over_d: float = 4, x_bytes: float = 2, out_bytes: float = 2
+) -> float:
+    """The width D above which some batch makes X[B, D] @ Y[D, F = f_over_d D] compute-bound (a size).
+
+    Per token the matmul does 2 D F FLOPs and moves x_bytes D + out_bytes F activation bytes; once
+    the weights are amortised, it is compute-bound only if 2 D F / flops_per_s > (x_bytes D +
+    out_bytes F) / bytes_per_s, that is
+        D > flops_per_s (x_bytes + out_bytes f_over_d) / (2 f_over_d bytes_per_s),
+    where `critical_batch_size` turns finite. It matters when the link is slow (weights or
+    activations over PCIe). Book: Part 2 (All About TPUs), Question 3.
+
+    Raises:
+        ValueError: a non-positive rate, ratio or width.
+    """
+    for name, value in (("flops_per_s", flops_per_s), ("bytes_per_s", bytes_per_s), ("f_over_d", f_over_d)):
+        checks.positive(name, value)
+    checks.positive("x_bytes", x_bytes)
+    checks.positive("out_bytes", out_bytes)
+    return flops_per_s * (x_bytes + out_bytes * f_over_d) / (2 * f_over_d * bytes_per_s)
 
 
 def attainable_flops_per_s(intensity: float, flops_per_s: float, bytes_per_s: float) -> float:
@@ -172,9 +202,9 @@ def attainable_flops_per_s(intensity: float, flops_per_s: float, bytes_per_s: fl
     attainable = min(flops_per_s, intensity * bytes_per_s)
     Book: Part 1 (Rooflines), "Visualizing rooflines"
     """
-    _positive("intensity", intensity)
-    _positive("flops_per_s", flops_per_s)
-    _positive("bytes_per_s", bytes_per_s)
+    checks.positive("intensity", intensity)
+    checks.positive("flops_per_s", flops_per_s)
+    checks.positive("bytes_per_s", bytes_per_s)
     return min(flops_per_s, intensity * bytes_per_s)
 
 
@@ -199,10 +229,12 @@ def critical_batch_size(
     Raises:
         ValueError: a non-positive size, rate or element width.
     """
-    for name, value in (("D", D), ("F", F), ("flops_per_s", flops_per_s), ("bytes_per_s", bytes_per_s)):
-        _positive(name, value)
+    checks.count("D", D)
+    checks.count("F", F)
+    checks.positive("flops_per_s", flops_per_s)
+    checks.positive("bytes_per_s", bytes_per_s)
     for name, value in (("x_bytes", x_bytes), ("w_bytes", w_bytes), ("out_bytes", out_bytes)):
-        _positive(name, value)
+        checks.positive(name, value)
     slope = 2.0 * D * F / flops_per_s - (x_bytes * D + out_bytes * F) / bytes_per_s
     return (w_bytes * D * F / bytes_per_s) / slope if slope > 0 else math.inf
 
@@ -214,10 +246,14 @@ class OpCost:
     flops: float
     bytes: float
 
+    def __post_init__(self) -> None:
+        checks.non_negative("flops", self.flops)
+        checks.non_negative("bytes", self.bytes)
+
     @property
     def intensity(self) -> float:
-        """FLOPs per byte moved (FLOPs/byte)."""
-        return self.flops / self.bytes
+        """FLOPs per byte moved (FLOPs/byte); infinite when nothing moves."""
+        return self.flops / self.bytes if self.bytes else math.inf
 
 
 def dot_product_cost(N: int, bytes_per_value: float = 2) -> OpCost:
@@ -229,8 +265,8 @@ def dot_product_cost(N: int, bytes_per_value: float = 2) -> OpCost:
     Raises:
         ValueError: a non-positive N or element width.
     """
-    _positive("N", N)
-    _positive("bytes_per_value", bytes_per_value)
+    checks.count("N", N)
+    checks.positive("bytes_per_value", bytes_per_value)
     return OpCost(flops=2.0 * N - 1, bytes=float(bytes_per_value * (2 * N + 1)))
 
 
@@ -243,7 +279,8 @@ def elementwise_cost(n: int, n_inputs: int = 2, bytes_per_value: float = 4, flop
     Raises:
         ValueError: a non-positive size, input count, width or FLOP count.
     """
-    for name, value in (("n", n), ("n_inputs", n_inputs), ("bytes_per_value", bytes_per_value)):
-        _positive(name, value)
-    _non_negative("flops_per_value", flops_per_value)
+    checks.count("n", n)
+    checks.count("n_inputs", n_inputs)
+    checks.positive("bytes_per_value", bytes_per_value)
+    checks.non_negative("flops_per_value", flops_per_value)
     return OpCost(flops=float(flops_per_value * n), bytes=float(bytes_per_value * n * (n_inputs + 1)))

@@ -25,14 +25,14 @@ Book: Part 3 (Sharded Matrices and How to Multiply Them).
 from __future__ import annotations
 
 import math
-import numbers
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from book_lib import collectives
-from book_lib.hardware import Chip, get_chip
+from book_lib import checks, collectives
+from book_lib.hardware import Chip
 from book_lib.roofline import RooflineTime, matmul_cost, roofline_time
+from book_lib.topology import Slice
 
 __all__ = ["ShardedArray", "parse", "PlanStep", "MatmulPlan", "matmul_plan"]
 
@@ -153,8 +153,7 @@ class ShardedArray:
             size = sizes.get(d)
             if size is None:
                 raise ValueError(f"sizes={dict(sizes)!r}: no length for dimension {d!r} of {self}; allowed: add it")
-            if not isinstance(size, numbers.Integral) or isinstance(size, bool) or size < 1:
-                raise ValueError(f"sizes[{d!r}]={size!r}: not a length; allowed: an int >= 1")
+            checks.count(f"sizes[{d!r}]", size)
 
     def local_shape(self, sizes: Mapping[str, int], mesh: Mapping[str, int]) -> tuple[int, ...]:
         """Shape of the block one device holds (counts): size[d] / prod(|axis| for axes of d).
@@ -183,7 +182,7 @@ class ShardedArray:
         Raises:
             ValueError: as `local_shape`, or a non-positive `bytes_per_element`.
         """
-        _check_element(bytes_per_element)
+        checks.positive("bytes_per_element", bytes_per_element)
         return float(math.prod(self.local_shape(sizes, mesh)) * bytes_per_element)
 
     def global_bytes(self, sizes: Mapping[str, int], bytes_per_element: float = 2) -> float:
@@ -192,7 +191,7 @@ class ShardedArray:
         Raises:
             ValueError: a dimension without a size, or a non-positive `bytes_per_element`.
         """
-        _check_element(bytes_per_element)
+        checks.positive("bytes_per_element", bytes_per_element)
         self._check_on(sizes, None)
         return float(math.prod(sizes[d] for d in self.dims) * bytes_per_element)
 
@@ -311,19 +310,8 @@ def _check_mesh(mesh: Mapping[str, int]) -> Mapping[str, int]:
     for a, n in mesh.items():
         if not isinstance(a, str) or not re.fullmatch(_NAME, a):
             raise ValueError(f"mesh={dict(mesh)!r}: axis name {a!r} is not a name; allowed: letters and digits")
-        if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1:
-            raise ValueError(f"mesh[{a!r}]={n!r}: not a device count; allowed: an int >= 1")
+        checks.count(f"mesh[{a!r}]", n)
     return mesh
-
-
-def _check_element(bytes_per_element: float) -> None:
-    if (
-        isinstance(bytes_per_element, bool)
-        or not isinstance(bytes_per_element, numbers.Real)
-        or not math.isfinite(bytes_per_element)
-        or bytes_per_element <= 0
-    ):
-        raise ValueError(f"bytes_per_element={bytes_per_element!r}: not a positive number; allowed: > 0 (2 for bf16)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -386,56 +374,8 @@ def _common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
     return a[:n]
 
 
-def matmul_plan(
-    lhs: ShardedArray | str,
-    rhs: ShardedArray | str,
-    *,
-    contracting: str | tuple[str, str],
-    sizes: Mapping[str, int],
-    mesh: Mapping[str, int],
-    chip: Chip | str,
-    bytes_per_element: float = 2,
-    reduce: str = "all_reduce",
-    scatter_dim: str | None = None,
-    out_name: str = "C",
-    wraparound: bool | Mapping[str, bool] = True,
-    hop_latency_s: float = collectives.HOP_LATENCY_S,
-) -> MatmulPlan:
-    """Plan lhs ·_contracting rhs on a mesh: which case, which collectives, result sharding, time.
-
-    Steps: AllGather what cases 2 and 4 need (one multi-axis AllGather per operand), multiply the
-    local blocks (flops = 2 M K N of the local shapes, on bf16_flops_per_s and hbm_bytes_per_s),
-    then, in case 3, AllReduce or ReduceScatter the partial sums. The output dimensions are the
-    non-contracting dims of lhs, then those of rhs. Collective times come from
-    `collectives.collective_time` over ICI, with V the operand (or partial-sum) block one device
-    holds after a gather, or before a reduction.
-    Book: Part 3 (Sharded Matrices and How to Multiply Them), "Computation With Sharded Arrays".
-
-    Args:
-        lhs, rhs: operands, as `ShardedArray` or notation text; neither may be unreduced.
-        contracting: the dimension summed over, present in both; or a pair (lhs dim, rhs dim)
-            when the two names differ.
-        sizes: dimension name -> length (counts).
-        mesh: mesh axis name -> devices along it (counts).
-        chip: a `Chip` or a name for `hardware.get_chip`.
-        bytes_per_element: element width of operands and output (bytes; 2 for bf16).
-        reduce: in case 3, `"all_reduce"`, `"reduce_scatter"` (onto `scatter_dim`) or `"none"`
-            (leave C unreduced).
-        scatter_dim: output dimension a ReduceScatter shards; default the last one.
-        out_name: name of the output array.
-        wraparound: whether mesh axes are rings: a bool for all, or a bool per mesh axis.
-        hop_latency_s: fixed cost of one ICI hop (s).
-
-    Raises:
-        ValueError: a contracting dimension missing from an operand or with sizes that disagree;
-            a non-contracting dimension name in both operands; an unreduced operand; a mesh axis
-            used twice in one operand or missing from `mesh`; a size not divisible by its mesh
-            axes; an unknown `reduce` or `scatter_dim`; a `wraparound` mapping without some axis.
-    """
-    try:
-        chip = get_chip(chip)
-    except ValueError as err:
-        raise ValueError(f"chip={chip!r}: {str(err).split(': ', 1)[-1]}") from None
+def _operands(lhs, rhs, contracting, sizes, mesh) -> tuple[ShardedArray, ShardedArray, str, str, list[str]]:
+    """Step 1: parse and check the operands; (lhs, rhs, lhs contracting dim, rhs one, output dims)."""
     lhs = parse(lhs) if isinstance(lhs, str) else lhs
     rhs = parse(rhs) if isinstance(rhs, str) else rhs
     for name, arr in (("lhs", lhs), ("rhs", rhs)):
@@ -469,24 +409,47 @@ def matmul_plan(
                 f"rhs={str(rhs)!r}: non-contracting dimension {d!r} is also in lhs {lhs}; "
                 "allowed: distinct names (batched matmuls are not modelled)"
             )
-    if reduce not in _REDUCE:
-        raise ValueError(f"reduce={reduce!r}: unknown; allowed: {', '.join(_REDUCE)}")
-    if scatter_dim is not None and scatter_dim not in out_dims:
-        raise ValueError(f"scatter_dim={scatter_dim!r}: not an output dimension; allowed: {', '.join(out_dims)}")
+    return lhs, rhs, c_lhs, c_rhs, out_dims
+
+
+def _ring_axes(wraparound, mesh: Mapping[str, int], chip: Chip) -> dict[str, bool] | None:
+    """Per mesh axis, whether it is a ring: None for ICI slices found by `collectives` (GPUs), else a dict.
+
+    None (the default) asks `topology` about the mesh as a slice of its own; a bool or a mapping
+    is the abstract mode of the text's idealised examples.
+    """
+    if wraparound is None:
+        if chip.ici_topology == "nvswitch":
+            return None
+        shape = tuple(mesh.values())
+        n_dims = len(chip.pod_shape)
+        try:
+            wraps = Slice.of(chip, shape + (1,) * (n_dims - len(shape))).wraparound
+        except ValueError:
+            raise ValueError(
+                f"mesh={dict(mesh)!r}: not a {chip.name} slice (pod {chip.pod_shape}); "
+                "allowed: a mesh that fits the pod, or wraparound= for an idealised one"
+            ) from None
+        return dict(zip(mesh, wraps, strict=False))
+    if isinstance(wraparound, bool):
+        return dict.fromkeys(mesh, wraparound)
     if isinstance(wraparound, Mapping):
         missing = [a for a in mesh if not isinstance(wraparound.get(a), bool)]
         if missing:
             raise ValueError(
                 f"wraparound={dict(wraparound)!r}: no bool for mesh axis {missing[0]!r}; allowed: one per axis"
             )
-    elif not isinstance(wraparound, bool):
-        raise ValueError(f"wraparound={wraparound!r}: not a bool or mapping; allowed: True, False or axis -> bool")
+        return {a: wraparound[a] for a in mesh}
+    raise ValueError(f"wraparound={wraparound!r}: not a bool or mapping; allowed: None, True, False or axis -> bool")
 
-    def collective(op: str, v: float, axes: tuple[str, ...]) -> float:
-        wraps = tuple(wraparound[a] if isinstance(wraparound, Mapping) else wraparound for a in axes)
-        sizes_ = tuple(mesh[a] for a in axes)
-        return collectives.collective_time(op, v, sizes_, chip, wraparound=wraps, hop_latency_s=hop_latency_s).total_s
 
+def _gathers(lhs, rhs, c_lhs, c_rhs, sizes, mesh, bytes_per_element) -> tuple[dict, set[int], tuple[str, ...]]:
+    """Step 2: which mesh axes each operand must gather, the cases of Part 3 met, and the shared axes.
+
+    Case 2: the contracting dim is sharded differently in the two operands (gather the difference);
+    case 3: sharded the same way (keep it, reduce the partial sums later); case 4: the operands'
+    non-contracting dims share a mesh axis (gather it from the smaller operand).
+    """
     cases: set[int] = set()
     a_lhs, a_rhs = lhs.axes_of(c_lhs), rhs.axes_of(c_rhs)
     shared = _common_prefix(a_lhs, a_rhs)
@@ -503,9 +466,82 @@ def matmul_plan(
         cases.add(4)
         lhs_bytes = lhs_g.all_gather(*clash).local_bytes(sizes, mesh, bytes_per_element)
         rhs_bytes = rhs_g.all_gather(*clash).local_bytes(sizes, mesh, bytes_per_element)
-        side = "lhs" if lhs_bytes <= rhs_bytes else "rhs"
-        gather[side].extend(clash)
+        gather["lhs" if lhs_bytes <= rhs_bytes else "rhs"].extend(clash)
+    return gather, cases, shared
 
+
+def _local_matmul(left, right, c_lhs, c_rhs, sizes, mesh, chip: Chip, bytes_per_element) -> RooflineTime:
+    """Step 3: the roofline of the local block product (2 M K N FLOPs; operands and output through HBM)."""
+    shape_l, shape_r = left.local_shape(sizes, mesh), right.local_shape(sizes, mesh)
+    m = math.prod(s for d, s in zip(left.dims, shape_l, strict=True) if d != c_lhs)
+    n = math.prod(s for d, s in zip(right.dims, shape_r, strict=True) if d != c_rhs)
+    k = shape_l[left.dims.index(c_lhs)]
+    cost = matmul_cost(m, k, n, bytes_per_element, bytes_per_element, bytes_per_element)
+    return roofline_time(cost.flops, cost.bytes, chip.bf16_flops_per_s, chip.hbm_bytes_per_s)
+
+
+def matmul_plan(
+    lhs: ShardedArray | str,
+    rhs: ShardedArray | str,
+    *,
+    contracting: str | tuple[str, str],
+    sizes: Mapping[str, int],
+    mesh: Mapping[str, int],
+    chip: Chip | str,
+    bytes_per_element: float = 2,
+    reduce: str = "all_reduce",
+    scatter_dim: str | None = None,
+    out_name: str = "C",
+    wraparound: bool | Mapping[str, bool] | None = None,
+    hop_latency_s: float = collectives.HOP_LATENCY_S,
+) -> MatmulPlan:
+    """Plan lhs ·_contracting rhs on a mesh: which case, which collectives, result sharding, time.
+
+    Steps: AllGather what cases 2 and 4 need (one multi-axis AllGather per operand), multiply the
+    local blocks (flops = 2 M K N of the local shapes, on bf16_flops_per_s and hbm_bytes_per_s),
+    then, in case 3, AllReduce or ReduceScatter the partial sums. The output dimensions are the
+    non-contracting dims of lhs, then those of rhs. Collective times come from
+    `collectives.collective_time` over ICI, with V the operand (or partial-sum) block one device
+    holds after a gather, or before a reduction.
+    Book: Part 3 (Sharded Matrices and How to Multiply Them), "Computation With Sharded Arrays".
+
+    Args:
+        lhs, rhs: operands, as `ShardedArray` or notation text; neither may be unreduced.
+        contracting: the dimension summed over, present in both; or a pair (lhs dim, rhs dim)
+            when the two names differ.
+        sizes: dimension name -> length (counts).
+        mesh: mesh axis name -> devices along it (counts).
+        chip: a `Chip` or a name for `hardware.get_chip`.
+        bytes_per_element: element width of operands and output (bytes; 2 for bf16).
+        reduce: in case 3, `"all_reduce"`, `"reduce_scatter"` (onto `scatter_dim`) or `"none"`
+            (leave C unreduced).
+        scatter_dim: output dimension a ReduceScatter shards; default the last one.
+        out_name: name of the output array.
+        wraparound: None for the physical rings of the mesh as a slice (`topology`); a bool for
+            all axes, or one per mesh axis, for the text's idealised rings and lines.
+        hop_latency_s: fixed cost of one ICI hop (s).
+
+    Raises:
+        ValueError: a contracting dimension missing from an operand or with sizes that disagree;
+            a non-contracting dimension name in both operands; an unreduced operand; a mesh axis
+            used twice in one operand or missing from `mesh`; a size not divisible by its mesh
+            axes; an unknown `reduce` or `scatter_dim`; a `wraparound` mapping without some axis;
+            a mesh that is no slice of `chip` (with the default wraparound).
+    """
+    chip = checks.chip(chip)
+    checks.positive("bytes_per_element", bytes_per_element)
+    lhs, rhs, c_lhs, c_rhs, out_dims = _operands(lhs, rhs, contracting, sizes, _check_mesh(mesh))
+    checks.one_of("reduce", reduce, _REDUCE)
+    if scatter_dim is not None:
+        checks.one_of("scatter_dim", scatter_dim, out_dims)
+    rings = _ring_axes(wraparound, mesh, chip)
+
+    def collective(op: str, v: float, axes: tuple[str, ...]) -> float:
+        wraps = None if rings is None else tuple(rings[a] for a in axes)
+        sizes_ = tuple(mesh[a] for a in axes)
+        return collectives.collective_time(op, v, sizes_, chip, wraparound=wraps, hop_latency_s=hop_latency_s).total_s
+
+    gather, cases, shared = _gathers(lhs, rhs, c_lhs, c_rhs, sizes, mesh, bytes_per_element)
     steps: list[PlanStep] = []
     ready = {}
     for side, arr in (("lhs", lhs), ("rhs", rhs)):
@@ -520,45 +556,25 @@ def matmul_plan(
     out_axes = [ax for d, ax in zip(left.dims, left.axes, strict=True) if d != c_lhs]
     out_axes += [ax for d, ax in zip(right.dims, right.axes, strict=True) if d != c_rhs]
     result = ShardedArray(name=out_name, dims=tuple(out_dims), axes=tuple(out_axes), unreduced=shared)
-    shape_l, shape_r = left.local_shape(sizes, mesh), right.local_shape(sizes, mesh)
-    m = math.prod(s for d, s in zip(left.dims, shape_l, strict=True) if d != c_lhs)
-    n = math.prod(s for d, s in zip(right.dims, shape_r, strict=True) if d != c_rhs)
-    k = shape_l[left.dims.index(c_lhs)]
-    _check_element(bytes_per_element)
-    cost = matmul_cost(m, k, n, bytes_per_element, bytes_per_element, bytes_per_element)
-    local = roofline_time(cost.flops, cost.bytes, chip.bf16_flops_per_s, chip.hbm_bytes_per_s)
+    local = _local_matmul(left, right, c_lhs, c_rhs, sizes, mesh, chip, bytes_per_element)
     steps.append(PlanStep(op="Matmul", axes=(), text=f"{left} ·_{c_lhs} {right} -> {result}", time_s=local.t_lower))
 
     if shared and reduce != "none":
         v = result.local_bytes(sizes, mesh, bytes_per_element)
         if reduce == "all_reduce":
-            done = result.all_reduce(*shared)
-            steps.append(
-                PlanStep(
-                    op="AllReduce",
-                    axes=shared,
-                    text=f"AllReduce_{_sub(shared)} {result} -> {done}",
-                    time_s=collective("all_reduce", v, shared),
-                )
-            )
+            done, op, text = result.all_reduce(*shared), "AllReduce", f"AllReduce_{_sub(shared)}"
         else:
             dim = scatter_dim or out_dims[-1]
-            done = result.reduce_scatter(*shared, dim=dim)
+            done, op = result.reduce_scatter(*shared, dim=dim), "ReduceScatter"
             done.local_shape(sizes, mesh)
-            steps.append(
-                PlanStep(
-                    op="ReduceScatter",
-                    axes=shared,
-                    text=f"ReduceScatter_{{{','.join(shared)},{dim}}} {result} -> {done}",
-                    time_s=collective("reduce_scatter", v, shared),
-                )
-            )
+            text = f"ReduceScatter_{{{','.join(shared)},{dim}}}"
+        seconds = collective(reduce, v, shared)
+        steps.append(PlanStep(op=op, axes=shared, text=f"{text} {result} -> {done}", time_s=seconds))
         result = done
-    comms_s = sum(s.time_s for s in steps if s.op != "Matmul")
     return MatmulPlan(
         cases=tuple(sorted(cases)) or (1,),
         steps=tuple(steps),
         result=result,
         matmul=local,
-        comms_s=comms_s,
+        comms_s=sum(s.time_s for s in steps if s.op != "Matmul"),
     )

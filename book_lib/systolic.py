@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from book_lib.hardware import Chip, get_chip
+from book_lib import checks
+from book_lib.hardware import Chip
 
 __all__ = ["SystolicRun", "simulate", "cycles", "implied_clock_hz", "padded_utilization"]
 
@@ -63,8 +64,7 @@ def cycles(M: int, K: int, N: int) -> int:
         ValueError: a size below 1.
     """
     for name, value in (("M", M), ("K", K), ("N", N)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name}={value!r}: not a positive int; allowed: 1, 2, 3, ...")
+        checks.count(name, value)
     return M + K + N - 2
 
 
@@ -116,7 +116,7 @@ def implied_clock_hz(chip: Chip | str) -> float:
     Raises:
         ValueError: an unknown chip, or a chip without MXU figures (a GPU).
     """
-    chip = get_chip(chip)
+    chip = checks.chip(chip)
     if chip.mxu_size is None or chip.mxus_per_core is None:
         raise ValueError(f"chip={chip.name!r}: no MXU figures in book_lib.hardware; allowed: a TPU")
     cells = chip.mxu_size**2 * chip.mxus_per_core * chip.cores_per_chip
@@ -134,8 +134,7 @@ def padded_utilization(K: int, N: int, size: int) -> float:
         ValueError: a size below 1.
     """
     for name, value in (("K", K), ("N", N), ("size", size)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name}={value!r}: not a positive int; allowed: 1, 2, 3, ...")
+        checks.count(name, value)
     padded_k = -(-K // size) * size
     padded_n = -(-N // size) * size
     return K * N / (padded_k * padded_n)

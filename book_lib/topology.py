@@ -26,19 +26,28 @@ import numbers
 import re
 from dataclasses import dataclass
 
-from book_lib.hardware import Chip, get_chip
+from book_lib import checks
+from book_lib.hardware import Chip
 
-__all__ = ["grid_hops", "Slice", "pod", "parse_shape"]
+__all__ = ["grid_hops", "axis_bytes_per_s", "axis_hops", "Slice", "pod", "parse_shape"]
 
 _CUBE = 4  # side of the optically switched building block of 3D-torus pods (chips)
 
 
-def _as_chip(chip: Chip | str) -> Chip:
-    """`hardware.get_chip`, with errors that name the argument `chip`."""
-    try:
-        return get_chip(chip)
-    except ValueError as err:
-        raise ValueError(f"chip={chip!r}: {str(err).split(': ', 1)[-1]}") from None
+def axis_bytes_per_s(size: int, wraps: bool, link_bytes_per_s: float) -> float:
+    """ICI bandwidth one chip uses to move data along one axis of `size` chips (bytes/s).
+
+    0 for an axis of one chip; 2 * link_bytes_per_s on a ring (data leaves over the links to both
+    neighbours at once: the book's "bidirectional" figure); link_bytes_per_s on a line (its end
+    chips have one neighbour and set the pace). Book: Part 2 (All About TPUs), "Key Takeaways".
+    """
+    return 0.0 if size == 1 else (2 if wraps else 1) * link_bytes_per_s
+
+
+def axis_hops(size: int, wraps: bool) -> int:
+    """Hops between the two farthest chips of one axis of `size` chips (count): floor(size / 2) on a
+    ring, size - 1 on a line. Book: Part 2 (All About TPUs), "TPU Networking"."""
+    return size // 2 if wraps else size - 1
 
 
 def parse_shape(shape: str | int | tuple[int, ...]) -> tuple[int, ...]:
@@ -100,7 +109,7 @@ class Slice:
     @classmethod
     def of(cls, chip: Chip | str, shape: str | int | tuple[int, ...]) -> Slice:
         """The slice of `chip` (a `Chip` or a name for `hardware.get_chip`) with `shape` ("4x4", (4, 4))."""
-        return cls(chip=_as_chip(chip), shape=parse_shape(shape))
+        return cls(chip=checks.chip(chip), shape=parse_shape(shape))
 
     @property
     def label(self) -> str:
@@ -171,9 +180,7 @@ class Slice:
         one_way = self.chip.ici_bytes_per_s
         if self.switched:
             return tuple(self.chip.ici_links * one_way if s > 1 else 0.0 for s in self.shape)
-        return tuple(
-            0.0 if s == 1 else (2 if w else 1) * one_way for s, w in zip(self.shape, self.wraparound, strict=True)
-        )
+        return tuple(axis_bytes_per_s(s, w, one_way) for s, w in zip(self.shape, self.wraparound, strict=True))
 
     def _check_coords(self, name: str, coords: tuple[int, ...]) -> tuple[int, ...]:
         coords = tuple(coords)
@@ -210,7 +217,7 @@ class Slice:
         """
         if self.switched:
             return int(self.n_chips > 1)
-        return sum(n // 2 if w else n - 1 for n, w in zip(self.shape, self.wraparound, strict=True))
+        return sum(axis_hops(n, w) for n, w in zip(self.shape, self.wraparound, strict=True))
 
 
 def grid_hops(shape: tuple[int, ...], wraparound: tuple[bool, ...], a: tuple[int, ...], b: tuple[int, ...]) -> int:
@@ -240,5 +247,5 @@ def pod(chip: Chip | str) -> Slice:
 
     Book: Part 2 (All About TPUs), "TPU Networking" (pod sizes).
     """
-    chip = _as_chip(chip)
+    chip = checks.chip(chip)
     return Slice(chip=chip, shape=chip.pod_shape)

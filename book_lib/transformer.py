@@ -18,11 +18,11 @@ Book: Part 4 (Transformers), "Global FLOPs and Params Calculation"; Part 6 (Trai
 
 from __future__ import annotations
 
-import difflib
-import math
-import numbers
-from dataclasses import KW_ONLY, asdict, dataclass
+from dataclasses import asdict, dataclass
 from types import MappingProxyType
+
+from book_lib import checks
+from book_lib.roofline import OpCost
 
 __all__ = [
     "TransformerConfig",
@@ -34,6 +34,9 @@ __all__ = [
     "MODELS",
     "get_model",
     "model_names",
+    "attention_cost",
+    "score_bytes",
+    "moe_critical_batch",
 ]
 
 REMAT_POLICIES = ("none", "block", "mlp_matmuls", "big_matmuls", "custom")
@@ -41,13 +44,6 @@ REMAT_POLICIES = ("none", "block", "mlp_matmuls", "big_matmuls", "custom")
 # of one d_model-wide array (Part 4, "Gradient checkpointing").
 SAVE_ALL_D_MULTIPLE = 20
 _MATMUL_GROUPS = ("layers", "qkvo", "model")
-
-
-def _real(name: str, value: float) -> float:
-    """`value` when it is a finite real number >= 0, else ValueError naming `name`."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name}={value!r}: not a non-negative finite number; allowed: finite >= 0")
-    return value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,7 +123,7 @@ class TrainingMemory:
         return self.params_bytes + self.grads_bytes + self.optimizer_bytes + self.activations_bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TransformerConfig:
     """Shapes of a decoder-only Transformer; every count below is derived from these fields.
 
@@ -148,6 +144,9 @@ class TransformerConfig:
         name: preset name (`"llama-3-70b"`), empty for ad-hoc configs.
         source: where the numbers come from (the Hugging Face config.json URL for released models).
 
+    Every field is a keyword (`TransformerConfig(n_layers=..., d_model=..., ...)`), so two head
+    counts cannot trade places unnoticed.
+
     Raises:
         ValueError: a non-positive size, N not divisible by K, k > E, or a negative norm count.
     """
@@ -159,7 +158,6 @@ class TransformerConfig:
     n_kv_heads: int
     head_dim: int
     vocab_size: int
-    _: KW_ONLY
     tied_embeddings: bool = False
     gated_mlp: bool = True
     n_experts: int = 1
@@ -170,7 +168,7 @@ class TransformerConfig:
     source: str = ""
 
     def __post_init__(self) -> None:
-        where = f" in model {self.name!r}" if self.name else ""
+        where = f" (model {self.name!r})" if self.name else ""
         sizes = (
             "n_layers",
             "d_model",
@@ -183,12 +181,8 @@ class TransformerConfig:
             "experts_per_token",
         )
         for attr in sizes:
-            value = getattr(self, attr)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-                raise ValueError(f"{attr}={value!r}: not a positive integer{where}; allowed: int >= 1")
-        value = self.norms_per_layer
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-            raise ValueError(f"norms_per_layer={value!r}: not a non-negative integer{where}; allowed: int >= 0")
+            checks.count(attr, getattr(self, attr))
+        checks.count("norms_per_layer", self.norms_per_layer, minimum=0)
         for attr in ("tied_embeddings", "gated_mlp", "qkv_bias"):
             if not isinstance(getattr(self, attr), bool):
                 raise ValueError(f"{attr}={getattr(self, attr)!r}: not a bool{where}; allowed: True, False")
@@ -283,7 +277,7 @@ class TransformerConfig:
         Raises:
             ValueError: a negative or non-finite seq_len, or non-bool flags.
         """
-        _real("seq_len", seq_len)
+        checks.non_negative("seq_len", seq_len)
         for flag, value in (("training", training), ("causal", causal)):
             if not isinstance(value, bool):
                 raise ValueError(f"{flag}={value!r}: not a bool; allowed: True, False")
@@ -349,8 +343,7 @@ class TransformerConfig:
         Raises:
             ValueError: bytes_per_value not positive.
         """
-        if not _real("bytes_per_value", bytes_per_value) > 0:
-            raise ValueError(f"bytes_per_value={bytes_per_value!r}: not positive; allowed: > 0")
+        checks.positive("bytes_per_value", bytes_per_value)
         return 2 * self.n_layers * self.n_kv_heads * self.head_dim * bytes_per_value
 
     def saved_values_per_token_layer(
@@ -379,7 +372,7 @@ class TransformerConfig:
         D, k = self.d_model, self.experts_per_token
         mlp_outputs = k * ((self.mlp_matrices - 1) * self.d_ff + D)
         if remat == "custom":
-            return _real("checkpoints_per_layer", checkpoints_per_layer) * D
+            return checks.non_negative("checkpoints_per_layer", checkpoints_per_layer) * D
         return {
             "none": SAVE_ALL_D_MULTIPLE * D,
             "block": D,
@@ -426,7 +419,7 @@ class TransformerConfig:
             ("optimizer_bytes_per_param", optimizer_bytes_per_param),
             ("bytes_per_activation", bytes_per_activation),
         ):
-            _real(name, value)
+            checks.non_negative(name, value)
         saved = self.saved_values_per_token_layer(remat, checkpoints_per_layer=checkpoints_per_layer)
         n_params = self.param_count()
         return TrainingMemory(
@@ -445,7 +438,11 @@ _BOOK = "How to Scale Your Model, {}"
 
 
 def _llama(name: str, repo: str, L: int, D: int, F: int, N: int, K: int, V: int, **kw) -> TransformerConfig:
-    return TransformerConfig(L, D, F, N, K, 128, V, name=name, source=_HF.format(repo), **kw)
+    """A released checkpoint with 128-wide heads (all the presets here): n_layers L, d_model D, ..."""
+    return TransformerConfig(
+        n_layers=L, d_model=D, d_ff=F, n_heads=N, n_kv_heads=K, head_dim=128, vocab_size=V, name=name,
+        source=_HF.format(repo), **kw,
+    )  # fmt: skip
 
 
 _ALL = (
@@ -466,12 +463,30 @@ _ALL = (
     # Worked problems of the book. Part 4 Q1: D = 4096, F = 4D, V = 32,000, L = 64, MHA with N H = D
     # (we pick N = 32, H = 128); untied, one D-wide norm per layer as in the book's "Other: D" row.
     TransformerConfig(
-        64, 4096, 16384, 32, 32, 128, 32000, norms_per_layer=1, name="book-ch4-q1", source=_BOOK.format("Part 4, Q1")
-    ),
+        n_layers=64,
+        d_model=4096,
+        d_ff=16384,
+        n_heads=32,
+        n_kv_heads=32,
+        head_dim=128,
+        vocab_size=32000,
+        norms_per_layer=1,
+        name="book-ch4-q1",
+        source=_BOOK.format("Part 4, Q1"),
+    ),  # fmt: skip
     # Part 7 problems: a LLaMA-2-13B-like model with GQA, H = 256 (so N H = 2D) and shared embeddings.
     TransformerConfig(
-        64, 4096, 16384, 32, 8, 256, 32128, tied_embeddings=True, name="book-ch7", source=_BOOK.format("Part 7, Q1-Q4")
-    ),
+        n_layers=64,
+        d_model=4096,
+        d_ff=16384,
+        n_heads=32,
+        n_kv_heads=8,
+        head_dim=256,
+        vocab_size=32128,
+        tied_embeddings=True,
+        name="book-ch7",
+        source=_BOOK.format("Part 7, Q1-Q4"),
+    ),  # fmt: skip
 )
 
 MODELS: MappingProxyType[str, TransformerConfig] = MappingProxyType({model.name: model for model in _ALL})
@@ -483,9 +498,7 @@ def _key(name: str) -> str:
     return "".join(ch for ch in name.lower() if ch not in " -_.")
 
 
-_BY_KEY = {_key(name): model for name, model in MODELS.items()} | {
-    _key(alias): MODELS[target] for alias, target in _ALIASES.items()
-}
+_BY_NAME = {**MODELS, **{alias: MODELS[target] for alias, target in _ALIASES.items()}}
 
 
 def model_names() -> tuple[str, ...]:
@@ -493,21 +506,83 @@ def model_names() -> tuple[str, ...]:
     return tuple(MODELS)
 
 
-def get_model(name: str | TransformerConfig) -> TransformerConfig:
+def get_model(name: str | TransformerConfig, *, arg: str = "name") -> TransformerConfig:
     """The preset called `name`; case, spaces, dashes, underscores and dots are ignored.
 
     `get_model("LLaMA 3 70B") == get_model("llama_3_70b")`. A `TransformerConfig` is returned as is.
+
+    Args:
+        name: a preset name (or one of its aliases), or a `TransformerConfig`.
+        arg: the argument name an error message gives (a caller's own, such as `"model"`).
 
     Raises:
         ValueError: unknown name; the message lists the closest known names.
     """
     if isinstance(name, TransformerConfig):
         return name
-    if not isinstance(name, str):
-        raise ValueError(f"name={name!r}: not a model name; allowed: {', '.join(MODELS)}")
-    model = _BY_KEY.get(_key(name))
-    if model is None:
-        close = difflib.get_close_matches(_key(name), list(_BY_KEY), n=3, cutoff=0.5)
-        hint = ", ".join(dict.fromkeys(_BY_KEY[c].name for c in close)) or "none"
-        raise ValueError(f"name={name!r}: unknown model; closest: {hint}; allowed: {', '.join(MODELS)}")
-    return model
+    return checks.lookup(arg, name, _BY_NAME, what="model", key=_key)
+
+
+# ----- attention and mixture-of-experts arithmetic ----------------------------------------------------
+
+
+def attention_cost(
+    T: int, S: int, *, n_heads: int, n_kv_heads: int, head_dim: int, bytes_per_value: float = 2
+) -> OpCost:
+    """FLOPs and HBM bytes of dot-product attention for one sequence and one layer (QK^T, then AV).
+
+    flops = 4 T S N H (two matmuls of 2 T S H per query head);
+    bytes = bytes_per_value (2 T N H + 2 S K H): read Q, write the output; read K and V once each.
+    With G = N / K query heads per KV head, the intensity is T S G / ((T G + S) bytes_per_value / 2)
+    per KV head: about T when S >> T G (decode: one query, intensity about G), and T G / (G + 1) at
+    S = T (prefill). The scores stay on chip (a flash-attention kernel), so they cost no HBM bytes.
+    Book: Part 4 (Transformers), "What about attention?"; Part 7 (Inference), "attention intensity".
+
+    Raises:
+        ValueError: a length or head count that is not a count, K not dividing N, a non-positive width.
+    """
+    for name, value in (("T", T), ("S", S), ("n_heads", n_heads), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim)):
+        checks.count(name, value)
+    checks.positive("bytes_per_value", bytes_per_value)
+    if n_heads % n_kv_heads:
+        raise ValueError(f"n_kv_heads={n_kv_heads!r}: does not divide n_heads={n_heads}; allowed: a divisor")
+    flops = 4.0 * T * S * n_heads * head_dim
+    return OpCost(flops=flops, bytes=float(bytes_per_value * (2 * T * n_heads + 2 * S * n_kv_heads) * head_dim))
+
+
+def score_bytes(q_len: int, k_len: int, *, block_size: int | None = None, bytes_per_value: float = 4) -> float:
+    """Bytes of attention scores held at once for one head (bytes).
+
+    naive: q_len * k_len * bytes_per_value; blockwise (flash): q_len * block_size * bytes_per_value.
+    Book: Part 4 (Transformers), Appendix A.
+
+    Raises:
+        ValueError: a length or block size that is not a count, or a non-positive width.
+    """
+    checks.count("q_len", q_len)
+    checks.count("k_len", k_len)
+    width = k_len if block_size is None else checks.count("block_size", block_size)
+    checks.positive("bytes_per_value", bytes_per_value)
+    return float(q_len * width * bytes_per_value)
+
+
+def moe_critical_batch(
+    n_experts: int, experts_per_token: int, flops_per_s: float, bytes_per_s: float, *, bytes_per_weight: float = 1
+) -> float:
+    """Tokens per batch above which an MoE layer's expert matmuls are compute-bound (tokens).
+
+    Each expert holds D F weights and sees k B / E of the B tokens: 2 (k B / E) D F FLOPs over
+    bytes_per_weight D F bytes, so the intensity 2 k B / (E bytes_per_weight) passes the chip's
+    critical intensity flops_per_s / bytes_per_s at
+        B* = (flops_per_s / bytes_per_s) * E * bytes_per_weight / (2 k)
+    (activations neglected, B << D, F). Book: Part 4 (Transformers), "Sparsity and Mixture-of-Experts".
+
+    Raises:
+        ValueError: k not in 1..E, or a non-positive rate or width.
+    """
+    checks.count("n_experts", n_experts)
+    checks.count("experts_per_token", experts_per_token)
+    if experts_per_token > n_experts:
+        raise ValueError(f"experts_per_token={experts_per_token!r}: more than n_experts={n_experts}; allowed: 1..E")
+    ridge = checks.positive("flops_per_s", flops_per_s) / checks.positive("bytes_per_s", bytes_per_s)
+    return ridge * n_experts * checks.positive("bytes_per_weight", bytes_per_weight) / (2 * experts_per_token)

@@ -10,7 +10,9 @@ import pytest
 
 from book_lib import attention, devices, hlo, plots, transformer
 
-SMALL = transformer.TransformerConfig(2, 256, 768, 8, 2, 32, 1000)
+SMALL = transformer.TransformerConfig(
+    n_layers=2, d_model=256, d_ff=768, n_heads=8, n_kv_heads=2, head_dim=32, vocab_size=1000
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -53,16 +55,16 @@ def test_bad_shapes_and_blocks_are_rejected():
     with pytest.raises(ValueError, match="v.shape"):
         attention.naive_attention(q, k, v[:64])
     with pytest.raises(ValueError, match="q_len=0"):
-        attention.score_bytes(0, 8)
+        transformer.score_bytes(0, 8)
     with pytest.raises(ValueError, match="bytes_per_value=0"):
-        attention.score_bytes(8, 8, bytes_per_value=0)
+        transformer.score_bytes(8, 8, bytes_per_value=0)
     with pytest.raises(ValueError, match="layer_params"):
         attention.stack_loss([], jnp.ones((8, SMALL.d_model)), SMALL)
 
 
 def test_score_bytes():
-    assert attention.score_bytes(1024, 4096) == 1024 * 4096 * 4
-    assert attention.score_bytes(1024, 4096, block_size=128, bytes_per_value=2) == 1024 * 128 * 2
+    assert transformer.score_bytes(1024, 4096) == 1024 * 4096 * 4
+    assert transformer.score_bytes(1024, 4096, block_size=128, bytes_per_value=2) == 1024 * 128 * 2
 
 
 def test_layer_flops_match_book_lib_within_two_percent():

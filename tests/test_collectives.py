@@ -2,6 +2,7 @@
 
 import pytest
 
+from book_lib import topology
 from book_lib.collectives import (
     CollectiveTime,
     all_gather_time,
@@ -17,6 +18,7 @@ from book_lib.hardware import get_chip
 
 W_V4 = 4.5e10  # one link, one direction
 W_V5E = 4.5e10
+CUBE = topology.Slice.of("v4", "4x4x4")  # the slice of the text's problems 3.2 and 3.3: every axis wraps
 
 
 def test_all_gather_without_wraparound_pop_quiz_2():
@@ -37,33 +39,34 @@ def test_all_gather_latency_bound_pop_quiz_2():
 def test_all_gather_one_axis_solution_3_2a():
     # AllGather_X([B_X, D_Y]) on v4 4x4x4, B = 1024, D = 4096: each device ends with B * D / 4 elements.
     v = 2 * 1024 * 4096 / 4
-    t = all_gather_time(v, 4, "v4")
+    t = all_gather_time(v, 4, "v4", wraparound=CUBE.wraparound[0])
     assert t == pytest.approx(3 / 4 * v / (2 * W_V4))  # 17.5 us
     assert t == pytest.approx(17.476e-6, rel=1e-4)  # printed: 23 us, i.e. v / 9e10 without the 3/4
 
 
 def test_all_gather_two_axes_solution_3_2b():
     v = 2 * 1024 * 4096
-    t = all_gather_time_multi(v, (4, 4), "v4")
+    t = all_gather_time_multi(v, (4, 4), "v4", wraparound=CUBE.wraparound[:2])
     assert t == pytest.approx(15 / 16 * v / (2 * 2 * W_V4))  # 43.7 us
     assert t == pytest.approx(43.69e-6, rel=1e-3)  # printed: 46 us, i.e. v / (2 * 9e10) without 15/16
-    assert collective_time("all_gather", v, (4, 4), "v4").latency_s == pytest.approx(4e-6)  # "latency bound of 4us"
+    detail = collective_time("all_gather", v, (4, 4), "v4", wraparound=CUBE.wraparound[:2])
+    assert detail.latency_s == pytest.approx(4e-6)  # "latency bound of 4us"
 
 
 def test_all_reduce_solution_3_2c():
     # AllReduce_Z([B_X, D_Y]{U_Z}): each device holds B * D / 16 partial sums.
     v = 2 * 1024 * 4096 / 16
-    t = all_reduce_time(v, 4, "v4")
+    t = all_reduce_time(v, 4, "v4", wraparound=CUBE.wraparound[2])
     assert t == pytest.approx(2 * 3 / 4 * v / (2 * W_V4))  # 8.7 us
     assert t == pytest.approx(8.738e-6, rel=1e-3)  # printed: 11.6 us, i.e. 2 v / 9e10 without the 3/4
 
 
 def test_latency_bound_all_gather_solution_3_3():
     # 128 bf16 values over an axis of 4 with a wraparound: two hops, about 2 us.
-    detail = collective_time("all_gather", 256, 4, "v4")
+    detail = collective_time("all_gather", 256, 4, "v4", wraparound=True)
     assert detail.hops == 2
     assert detail.bandwidth_s == pytest.approx(3 / 4 * 256 / 9e10)
-    assert all_gather_time(256, 4, "v4") == pytest.approx(2e-6)
+    assert all_gather_time(256, 4, "v4", wraparound=True) == pytest.approx(2e-6)
 
 
 def test_full_gather_over_4x4_solution_2_6():
@@ -101,7 +104,7 @@ def test_all_to_all_on_a_ring():
     assert all_to_all_time(v, 16, "v5e") == pytest.approx(v / (8 * W_V5E))
     assert all_to_all_time(v, 16, "v5e") / all_gather_time(v, 16, "v5e") == pytest.approx(4 / 15)  # ~1/4
     # odd N: (N^2 - 1) / 8 pieces
-    assert all_to_all_time(v, 3, "v5e") == pytest.approx(1 / 9 * v / W_V5E)
+    assert all_to_all_time(v, 3, "v5e", wraparound=True) == pytest.approx(1 / 9 * v / W_V5E)
 
 
 def test_all_to_all_on_a_line():
@@ -153,6 +156,36 @@ def test_error_non_positive_bytes():
 def test_error_axis_size_below_one():
     with pytest.raises(ValueError, match=r"^axis_size=0"):
         all_reduce_time(1e6, 0, "v5e")
+
+
+def test_the_default_is_the_physical_slice():
+    """A v5e axis of 4 is a line (its pod's side is 16), so it takes twice a ring's time; one of 16 is a ring."""
+    v = 1e9
+    line = collective_time("all_gather", v, 4, "v5e")
+    assert line.wraparound == (False,) and line.total_s == pytest.approx(all_gather_time(v, 4, "v5e", wraparound=False))
+    assert line.total_s == pytest.approx(2 * all_gather_time(v, 4, "v5e", wraparound=True))
+    assert collective_time("all_gather", v, 16, "v5e").wraparound == (True,)
+    assert collective_time("all_gather", v, (4, 4, 4), "v4").wraparound == (True, True, True)  # whole cubes
+    assert collective_time("all_gather", v, (2, 2, 4), "v4").wraparound == (False, False, False)
+    assert collective_time("all_gather", v, (8, 16), "v5e").wraparound == (False, True)
+
+
+def test_an_axis_longer_than_a_pod_is_refused():
+    with pytest.raises(ValueError, match=r"^axis_size=1000000: does not fit a tpu-v5e pod"):
+        all_gather_time(1e9, 10**6, "v5e")
+    with pytest.raises(ValueError, match=r"^axis_size=1000000: 1000000 chips exceed one tpu-v5e pod"):
+        all_gather_time(1e9, 10**6, "v5e", wraparound=True)
+    with pytest.raises(ValueError, match=r"^axis_sizes=\(4, 4, 4\): more axes than a tpu-v5e slice has"):
+        all_gather_time_multi(1e9, (4, 4, 4), "v5e")
+
+
+def test_a_list_of_sizes_is_refused_not_read_as_two_axes():
+    with pytest.raises(ValueError, match=r"^axis_size=\[4, 4\]"):
+        collective_time("all_gather", 1e9, [4, 4], "v5e")
+    with pytest.raises(ValueError, match=r"^axis_sizes=\[4, 4\]: not a tuple"):
+        all_gather_time_multi(1e9, [4, 4], "v5e")
+    with pytest.raises(ValueError, match=r"^axis_size=\(4, 4\)"):
+        all_gather_time(1e9, (4, 4), "v5e")
 
 
 def test_error_bad_axis_sizes():

@@ -50,7 +50,7 @@ def test_all_gather_matches_numpy_and_lax(mesh, bidirectional):
     # each device returns its whole gathered copy as one row of a stack, so every copy is checked
     mine, counts = _run(lambda b: ring.all_gather(b, "X", bidirectional=bidirectional)[None], x, mesh)
     np.testing.assert_array_equal(mine, np.broadcast_to(x, (n, *x.shape)))
-    _only(counts, collective_permute=ring.permute_steps("all_gather", n))
+    _only(counts, collective_permute=collectives.permute_steps("all_gather", n))
     theirs, counts = _run(lambda b: jax.lax.all_gather(b, "X", tiled=True)[None], x, mesh)
     np.testing.assert_array_equal(mine, theirs)
     _only(counts, all_gather=1)
@@ -62,7 +62,7 @@ def test_reduce_scatter_matches_numpy_and_lax(mesh):
     want = x.reshape(n, n * ROWS, COLS).sum(axis=0)
     mine, counts = _run(lambda b: ring.reduce_scatter(b, "X"), x, mesh)
     np.testing.assert_allclose(mine, want, rtol=1e-5, atol=1e-5)
-    _only(counts, collective_permute=ring.permute_steps("reduce_scatter", n))
+    _only(counts, collective_permute=collectives.permute_steps("reduce_scatter", n))
     theirs, counts = _run(lambda b: jax.lax.psum_scatter(b, "X", tiled=True), x, mesh)
     np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-5)
     _only(counts, reduce_scatter=1)
@@ -74,7 +74,7 @@ def test_all_reduce_matches_numpy_and_lax(mesh):
     want = x.reshape(n, n * ROWS, COLS).sum(axis=0)
     mine, counts = _run(lambda b: ring.all_reduce(b, "X")[None], x, mesh)
     np.testing.assert_allclose(mine, np.broadcast_to(want, (n, *want.shape)), rtol=1e-5, atol=1e-5)
-    _only(counts, collective_permute=ring.permute_steps("all_reduce", n))
+    _only(counts, collective_permute=collectives.permute_steps("all_reduce", n))
     theirs, counts = _run(lambda b: jax.lax.psum(b, "X")[None], x, mesh)
     np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-5)
     _only(counts, all_reduce=1)
@@ -87,7 +87,7 @@ def test_all_to_all_matches_numpy_and_lax(mesh):
     want = x.reshape(n, n, ROWS, COLS).transpose(1, 0, 2, 3).reshape(x.shape)
     mine, counts = _run(lambda b: ring.all_to_all(b, "X"), x, mesh)
     np.testing.assert_array_equal(mine, want)
-    _only(counts, collective_permute=ring.permute_steps("all_to_all", n))
+    _only(counts, collective_permute=collectives.permute_steps("all_to_all", n))
     theirs, counts = _run(lambda b: jax.lax.all_to_all(b, "X", 0, 0, tiled=True), x, mesh)
     np.testing.assert_array_equal(mine, theirs)
     _only(counts, all_to_all=1)
@@ -99,52 +99,54 @@ def test_blocks_that_do_not_divide_raise(mesh):
 
 
 def test_permute_steps():
-    assert ring.permute_steps("all_gather", 8) == 7
-    assert ring.permute_steps("all_reduce", 8) == 14
-    assert ring.permute_steps("all_to_all", 1) == 0
+    assert collectives.permute_steps("all_gather", 8) == 7
+    assert collectives.permute_steps("all_reduce", 8) == 14
+    assert collectives.permute_steps("all_to_all", 1) == 0
 
 
 def test_permute_steps_rejects_unknown_op():
     with pytest.raises(ValueError, match="^op='gather'"):
-        ring.permute_steps("gather", 8)
+        collectives.permute_steps("gather", 8)
 
 
 def test_permute_steps_rejects_bad_count():
     with pytest.raises(ValueError, match="^n_devices=0"):
-        ring.permute_steps("all_gather", 0)
+        collectives.permute_steps("all_gather", 0)
 
 
 def test_link_load_by_hand():
     # one-way ring of 4: every block crosses 3 of the 4 links, so each link carries 3 blocks of V / 4
-    assert ring.link_load_fraction("all_gather", 4) == pytest.approx(3 / 4)
-    assert ring.link_load_fraction("all_gather", 4, bidirectional=True) == pytest.approx(3 / 8)
-    assert ring.link_load_fraction("all_reduce", 4) == pytest.approx(3 / 2)
+    assert collectives.link_load_fraction("all_gather", 4) == pytest.approx(3 / 4)
+    assert collectives.link_load_fraction("all_gather", 4, bidirectional=True) == pytest.approx(3 / 8)
+    assert collectives.link_load_fraction("all_reduce", 4) == pytest.approx(3 / 2)
     # AllToAll, one way: pieces travel 1 + 2 + 3 hops, 6 pieces of V / 16 per link (worked problem 3.10)
-    assert ring.link_load_fraction("all_to_all", 4) == pytest.approx(6 / 16)
+    assert collectives.link_load_fraction("all_to_all", 4) == pytest.approx(6 / 16)
     # both ways: 1 hop each for the neighbours, half of the opposite piece each way round: 2 pieces
-    assert ring.link_load_fraction("all_to_all", 4, bidirectional=True) == pytest.approx(2 / 16)
-    assert ring.link_load_fraction("reduce_scatter", 1) == 0.0
+    assert collectives.link_load_fraction("all_to_all", 4, bidirectional=True) == pytest.approx(2 / 16)
+    assert collectives.link_load_fraction("reduce_scatter", 1) == 0.0
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 8, 16])
 def test_link_load_matches_collectives_closed_forms(n):
     v, w = 1e9, 4.5e10  # a v5e link, one way
     for op in ("all_gather", "reduce_scatter", "all_reduce", "all_to_all"):
-        ring_time = collectives.collective_time(op, v, n, "v5e", hop_latency_s=0).bandwidth_s
-        assert ring.link_load_fraction(op, n, bidirectional=True) * v / w == pytest.approx(ring_time), op
+        ring_time = collectives.collective_time(op, v, n, "v5e", wraparound=True, hop_latency_s=0).bandwidth_s
+        assert collectives.link_load_fraction(op, n, bidirectional=True) * v / w == pytest.approx(ring_time), op
     # one-way ring: AllToAll is half the AllGather, as worked problem 3.10 derives
-    assert ring.link_load_fraction("all_to_all", n) == pytest.approx(ring.link_load_fraction("all_gather", n) / 2)
-    assert ring.link_load_fraction("all_to_all", n) == pytest.approx((n - 1) / (2 * n))
+    assert collectives.link_load_fraction("all_to_all", n) == pytest.approx(
+        collectives.link_load_fraction("all_gather", n) / 2
+    )
+    assert collectives.link_load_fraction("all_to_all", n) == pytest.approx((n - 1) / (2 * n))
 
 
 def test_link_load_rejects_unknown_op():
     with pytest.raises(ValueError, match="^op='psum'"):
-        ring.link_load_fraction("psum", 4)
+        collectives.link_load_fraction("psum", 4)
 
 
 def test_link_load_rejects_bad_count():
     with pytest.raises(ValueError, match="^n_devices=2.5"):
-        ring.link_load_fraction("all_gather", 2.5)
+        collectives.link_load_fraction("all_gather", 2.5)
 
 
 def test_partition_spec():

@@ -17,8 +17,25 @@ def test_critical_intensity_v5e():
 def test_critical_intensity_rejects_unknown_dtype_and_chip():
     with pytest.raises(ValueError, match="dtype='fp4'"):
         roofline.critical_intensity("v5e", "fp4")
-    with pytest.raises(ValueError, match="name='v9'"):
+    with pytest.raises(ValueError, match="^chip='v9': unknown chip; closest: "):
         roofline.critical_intensity("v9")
+    with pytest.raises(ValueError, match="^dtype='fp8'"):
+        roofline.critical_intensity("v5e", "fp8")
+
+
+def test_critical_intensity_takes_any_common_spelling_of_a_dtype():
+    bf16 = roofline.critical_intensity("v5e")
+    assert roofline.critical_intensity("v5e", "BF16") == roofline.critical_intensity("v5e", "bfloat16") == bf16
+    assert roofline.critical_intensity("v5e", "INT8") == pytest.approx(2 * bf16)
+
+
+def test_sizes_are_counts_and_costs_never_divide_by_zero():
+    with pytest.raises(ValueError, match=r"^B=1.5: not a count"):
+        roofline.matmul_cost(1.5, 2, 3)
+    with pytest.raises(ValueError, match=r"^bytes_in=-1"):
+        roofline.MatmulCost(flops=1.0, bytes_in=-1.0, bytes_out=0.0)
+    assert roofline.MatmulCost(flops=1.0, bytes_in=0.0, bytes_out=0.0).intensity == math.inf
+    assert roofline.OpCost(flops=1.0, bytes=0.0).intensity == math.inf
 
 
 def test_roofline_time_bounds():
@@ -66,8 +83,8 @@ def test_matmul_cost_rejects_non_positive(bad):
 def test_critical_batch_size_solves_the_balance():
     D, F, p, w = 8192, 32768, 1.97e14, 8.1e11
     B = roofline.critical_batch_size(D, F, p, w)
-    c = roofline.matmul_cost(B, D, F)
-    assert c.flops / p == pytest.approx(c.bytes / w)
+    below, above = roofline.matmul_cost(math.floor(B), D, F), roofline.matmul_cost(math.ceil(B), D, F)
+    assert below.flops / p < below.bytes / w and above.flops / p > above.bytes / w
     assert B == pytest.approx(p / w, rel=0.05)
     assert roofline.critical_batch_size(8, 8, 1e15, 1.0) == math.inf
 

@@ -112,10 +112,15 @@ def test_case_3_exercise_3_6_on_v5e_4x4():
 def test_case_3_reduce_scatter():
     sizes, mesh = {"I": 1024, "J": 4096, "K": 8192}, {"X": 4}
     plan = matmul_plan(
-        "A[I, J_X]", "B[J_X, K]", contracting="J", sizes=sizes, mesh=mesh, chip="v4", reduce="reduce_scatter"
-    )
+        "A[I, J_X]", "B[J_X, K]", contracting="J", sizes=sizes, mesh=mesh, chip="v4", reduce="reduce_scatter",
+        wraparound=True,
+    )  # fmt: skip
     assert plan.steps[-1].text == "ReduceScatter_{X,K} C[I, K]{U_X} -> C[I, K_X]"
     assert plan.comms_s == pytest.approx(3 / 4 * 2 * 1024 * 8192 / (2 * W))
+    physical = matmul_plan(
+        "A[I, J_X]", "B[J_X, K]", contracting="J", sizes=sizes, mesh=mesh, chip="v4", reduce="reduce_scatter"
+    )
+    assert physical.comms_s == pytest.approx(2 * plan.comms_s), "a lone axis of 4 v4 chips is a line, not a ring"
     other = matmul_plan(
         "A[I, J_X]", "B[J_X, K]", contracting="J", sizes=sizes, mesh=mesh, chip="v4", reduce="reduce_scatter",
         scatter_dim="I",
@@ -127,9 +132,19 @@ def test_case_3_reduce_scatter():
 
 def test_case_3_over_two_axes():
     sizes, mesh = {"I": 1024, "J": 4096, "K": 8192}, {"X": 4, "Y": 4}
-    plan = matmul_plan("A[I, J_XY]", "B[J_XY, K]", contracting="J", sizes=sizes, mesh=mesh, chip="v4")
+    plan = matmul_plan("A[I, J_XY]", "B[J_XY, K]", contracting="J", sizes=sizes, mesh=mesh, chip="v4", wraparound=True)
     assert plan.steps[-1].text == "AllReduce_XY C[I, K]{U_XY} -> C[I, K]"
     assert plan.comms_s == pytest.approx(2 * 15 / 16 * 2 * 1024 * 8192 / (4 * W))
+
+
+def test_the_default_mesh_is_the_physical_slice():
+    sizes = {"I": 1024, "J": 4096, "K": 8192}
+    cube = {"X": 4, "Y": 4, "Z": 4}  # a whole v4 cube: every axis wraps
+    plan = matmul_plan("A[I, J_X]", "B[J_X, K]", contracting="J", sizes=sizes, mesh=cube, chip="v4")
+    assert plan.comms_s == pytest.approx(2 * 3 / 4 * 2 * 1024 * 8192 / (2 * W))
+    with pytest.raises(ValueError, match=r"^mesh=\{'X': 64\}: not a tpu-v5e slice"):
+        matmul_plan("A[I, J_X]", "B[J_X, K]", contracting="J", sizes={"I": 64, "J": 64, "K": 64}, mesh={"X": 64},
+                    chip="v5e")  # fmt: skip
 
 
 def test_case_2_exercise_3_6_part_1():
@@ -155,8 +170,9 @@ def test_case_2_partial_overlap_keeps_shared_axes():
 def test_case_4_gathers_the_smaller_operand():
     mesh = {"X": 4}
     plan = matmul_plan(
-        "A[I_X, J]", "B[J, K_X]", contracting="J", sizes={"I": 1024, "J": 4096, "K": 8192}, mesh=mesh, chip="v4"
-    )
+        "A[I_X, J]", "B[J, K_X]", contracting="J", sizes={"I": 1024, "J": 4096, "K": 8192}, mesh=mesh, chip="v4",
+        wraparound=True,
+    )  # fmt: skip
     assert plan.cases == (4,)
     assert plan.steps[0].text == "AllGather_X A[I_X, J] -> A[I, J]"
     assert str(plan.result) == "C[I, K_X]"

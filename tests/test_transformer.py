@@ -34,7 +34,7 @@ RELEASED = {
 
 def tiny(**kw) -> TransformerConfig:
     """L=2, D=8, F=16, N=4, K=2, H=2, V=10: small enough to count by hand."""
-    return TransformerConfig(2, 8, 16, 4, 2, 2, 10, **kw)
+    return TransformerConfig(n_layers=2, d_model=8, d_ff=16, n_heads=4, n_kv_heads=2, head_dim=2, vocab_size=10, **kw)
 
 
 # ----- parameters ------------------------------------------------------------------------------------
@@ -179,7 +179,9 @@ def test_saved_values_per_policy_by_hand():
 def test_training_memory_book_activation_example():
     # Part 4: B*T = 4e6 tokens, L = 64, D = 8192, bf16: 2 * 20 * 4e6 * 8192 * 64 = 8.39e13 (about 84 TB) saving
     # everything; 4.19e12 with block remat.
-    model = TransformerConfig(64, 8192, 32768, 64, 64, 128, 32000)
+    model = TransformerConfig(
+        n_layers=64, d_model=8192, d_ff=32768, n_heads=64, n_kv_heads=64, head_dim=128, vocab_size=32000
+    )
     assert model.training_memory(batch_tokens=4e6, remat="none").activations_bytes == 2 * 20 * 4e6 * 8192 * 64
     assert model.training_memory(batch_tokens=4e6).activations_bytes == 2 * 4e6 * 8192 * 64
 
@@ -238,18 +240,18 @@ def test_config_is_frozen_and_replaceable():
 def test_non_positive_size_raises(field):
     args = {"n_layers": 2, "d_model": 8, "d_ff": 16, "n_heads": 4, "n_kv_heads": 2, "head_dim": 2, "vocab_size": 10}
     args[field] = 0
-    with pytest.raises(ValueError, match=f"^{field}=0: not a positive integer"):
+    with pytest.raises(ValueError, match=f"^{field}=0: not a count"):
         TransformerConfig(**args)
 
 
 def test_non_integer_size_raises():
     with pytest.raises(ValueError, match="^d_model=8.0:"):
-        TransformerConfig(2, 8.0, 16, 4, 2, 2, 10)
+        TransformerConfig(n_layers=2, d_model=8.0, d_ff=16, n_heads=4, n_kv_heads=2, head_dim=2, vocab_size=10)
 
 
 def test_kv_heads_must_divide_heads():
     with pytest.raises(ValueError, match="^n_kv_heads=3: does not divide n_heads=4"):
-        TransformerConfig(2, 8, 16, 4, 3, 2, 10)
+        TransformerConfig(n_layers=2, d_model=8, d_ff=16, n_heads=4, n_kv_heads=3, head_dim=2, vocab_size=10)
 
 
 def test_more_routed_than_experts_raises():
@@ -288,7 +290,7 @@ def test_unknown_matmul_group_raises():
 
 
 def test_non_positive_kv_bytes_raises():
-    with pytest.raises(ValueError, match="^bytes_per_value=0: not positive"):
+    with pytest.raises(ValueError, match="^bytes_per_value=0: not a positive finite number"):
         tiny().kv_cache_bytes_per_token(0)
 
 

@@ -1,0 +1,96 @@
+"""Argument checks shared by every public function of `book_lib`.
+
+Each check returns the value it accepts (normalised: an int for a count, a canonical spelling for a
+dtype) and raises one kind of error for one it refuses: a `ValueError` whose message starts with
+`argument=value:`, says what is wrong, and ends with `allowed: ...` (with the closest names when an
+unknown name is close to known ones).
+
+    >>> count("n_devices", 0)
+    Traceback (most recent call last):
+    ValueError: n_devices=0: not a count; allowed: an int >= 1
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import numbers
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+__all__ = ["positive", "non_negative", "count", "one_of", "lookup", "dtype", "chip", "DTYPES"]
+
+T = TypeVar("T")
+
+# Canonical dtype -> the spellings accepted for it (compared lowercased).
+DTYPES = {"bf16": ("bf16", "bfloat16"), "int8": ("int8", "i8", "s8")}
+
+
+def _real(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def positive(arg: str, value: float) -> float:
+    """`value` when it is a finite real number > 0 (bools refused)."""
+    if not _real(value) or value <= 0:
+        raise ValueError(f"{arg}={value!r}: not a positive finite number; allowed: a number > 0")
+    return value
+
+
+def non_negative(arg: str, value: float) -> float:
+    """`value` when it is a finite real number >= 0 (bools refused)."""
+    if not _real(value) or value < 0:
+        raise ValueError(f"{arg}={value!r}: not a non-negative finite number; allowed: a number >= 0")
+    return value
+
+
+def count(arg: str, value: int, *, minimum: int = 1) -> int:
+    """`value` as an int when it is an integer (not a bool, not 1.5) >= `minimum`."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{arg}={value!r}: not a count; allowed: an int >= {minimum}")
+    return int(value)
+
+
+def _close(value: str, names: Iterable[str], key: Callable[[str], str] = str) -> str:
+    names = list(names)
+    keyed = {key(n): n for n in names}
+    close = difflib.get_close_matches(key(value), list(keyed), n=3, cutoff=0.4)
+    return f"closest: {', '.join(keyed[c] for c in close)}; " if close else ""
+
+
+def one_of(arg: str, value: str, allowed: Iterable[str]) -> str:
+    """`value` when it is one of the strings `allowed`."""
+    allowed = tuple(allowed)
+    if not isinstance(value, str) or value not in allowed:
+        hint = _close(value, allowed) if isinstance(value, str) else ""
+        raise ValueError(f"{arg}={value!r}: unknown; {hint}allowed: {', '.join(allowed)}")
+    return value
+
+
+def lookup(arg: str, value: str, table: dict[str, T], *, what: str, key: Callable[[str], str] = str) -> T:
+    """The entry of `table` whose name matches `value` once both pass through `key` (which may
+    drop case or punctuation), or an error saying which `what` is unknown and the closest names."""
+    if not isinstance(value, str):
+        raise ValueError(f"{arg}={value!r}: not a {what} name; allowed: {', '.join(table)}")
+    by_key = {key(name): entry for name, entry in table.items()}
+    found = by_key.get(key(value))
+    if found is None:
+        hint = _close(value, table, key)
+        raise ValueError(f"{arg}={value!r}: unknown {what}; {hint}allowed: {', '.join(table)}")
+    return found
+
+
+def dtype(value: str, arg: str = "dtype") -> str:
+    """The canonical name (`"bf16"`, `"int8"`) of a dtype spelled any common way ("BF16", "bfloat16")."""
+    spellings = {s: name for name, names in DTYPES.items() for s in names}
+    if isinstance(value, str) and value.lower() in spellings:
+        return spellings[value.lower()]
+    hint = _close(value.lower(), spellings) if isinstance(value, str) else ""
+    raise ValueError(f"{arg}={value!r}: unknown dtype; {hint}allowed: {', '.join(spellings)}")
+
+
+def chip(value, arg: str = "chip"):
+    """The `hardware.Chip` that `value` is or names; an unknown name lists the closest ones."""
+    from book_lib.hardware import get_chip
+
+    return get_chip(value, arg=arg)
