@@ -32,8 +32,7 @@ sandbox:
 	  (apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null 2>&1; } || \
 	  echo "bubblewrap is not installed: grading runs unsandboxed and the isolation tests skip"
 
-test: $(STAMP) sandbox
-	$(BIN)/ruff check book_lib tests exercises benchmarks tools
+test: $(STAMP) sandbox lint
 	$(BIN)/pytest -n 2 --dist loadfile tests $(NOTEBOOKS) $(PYTEST_NB)
 
 book: $(STAMP)
@@ -59,6 +58,7 @@ bench: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check book_lib tests exercises benchmarks tools
 	$(BIN)/ruff format --check book_lib tests exercises benchmarks tools
+	$(BIN)/mypy book_lib
 
 clean:
 	rm -rf _build .pytest_cache

@@ -16,7 +16,10 @@ import difflib
 import math
 import numbers
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from book_lib.hardware import Chip
 
 __all__ = ["positive", "non_negative", "count", "one_of", "lookup", "dtype", "chip", "DTYPES"]
 
@@ -89,7 +92,7 @@ def dtype(value: str, arg: str = "dtype") -> str:
     raise ValueError(f"{arg}={value!r}: unknown dtype; {hint}allowed: {', '.join(spellings)}")
 
 
-def chip(value, arg: str = "chip"):
+def chip(value: Chip | str, arg: str = "chip") -> Chip:
     """The `hardware.Chip` that `value` is or names; an unknown name lists the closest ones."""
     from book_lib.hardware import get_chip
 

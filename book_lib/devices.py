@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from book_lib import checks
 from book_lib.hardware import Chip, chip_from_device_kind
@@ -218,7 +219,7 @@ def choice() -> Choice:
     """The choice `setup()` made (runs `setup()` first if nobody has)."""
     if _CHOICE is None:
         setup()
-    return _CHOICE
+    return cast(Choice, _CHOICE)  # setup() has set it
 
 
 def mesh_devices() -> list:

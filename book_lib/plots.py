@@ -35,7 +35,7 @@ __all__ = [
     "STYLE",
 ]
 
-_PALETTE = tuple(plt.get_cmap("tab10").colors) + ((0.0, 0.0, 0.0),)
+_PALETTE = tuple(plt.get_cmap("tab10").colors) + ((0.0, 0.0, 0.0),)  # type: ignore[attr-defined]
 CHIP_COLORS: dict[str, tuple[float, float, float]] = {name: _PALETTE[i % len(_PALETTE)] for i, name in enumerate(CHIPS)}
 
 # The house style, applied inside every function here (importing this module changes no setting).
@@ -99,10 +99,10 @@ def roofline(
     Book: Part 1 (Rooflines), "Visualizing rooflines"
     """
     dtype = checks.dtype(dtype)
-    chips = [checks.chip(c, "chips") for c in chips]
+    specs = [checks.chip(c, "chips") for c in chips]
     fig, ax = _new_axes(ax)
     intensities = np.geomspace(*intensity_range, 400)
-    for chip in chips:
+    for chip in specs:
         peak = chip.peak_ops_per_s(dtype)
         style = chip_style(chip)
         ax.loglog(intensities, np.minimum(peak, intensities * chip.hbm_bytes_per_s), label=chip.name, **style)
@@ -112,8 +112,8 @@ def roofline(
             ax.text(
                 ridge * 1.05, 0.03, f"{ridge:.0f}", transform=ax.get_xaxis_transform(), fontsize=8, color=style["color"]
             )
-    if points and chips:
-        first = chips[0]
+    if points and specs:
+        first = specs[0]
         peak = first.peak_ops_per_s(dtype)
         for label, intensity in points:
             y = min(peak, intensity * first.hbm_bytes_per_s)
@@ -224,8 +224,8 @@ def memory_bars(labels: Sequence[str], parts: dict[str, Sequence[float]], *, ax=
     """
     fig, ax = _new_axes(ax)
     left = np.zeros(len(labels))
-    for i, (name, values) in enumerate(parts.items()):
-        values = np.asarray(values, dtype=float)
+    for i, (name, part) in enumerate(parts.items()):
+        values = np.asarray(part, dtype=float)
         ax.barh(labels, values, left=left, label=name, color=_PALETTE[i])
         left += values
     ax.xaxis.set_major_formatter(EngFormatter(unit="B"))
@@ -263,21 +263,21 @@ def chip_rates(chips: Sequence[Chip | str], *, ax=None):
     (FLOPs/s over bytes/s) of 1e2, 1e3 and 1e4 FLOPs/byte. TPUs circles, GPUs squares.
     """
     fig, ax = _new_axes(ax)
-    chips = [checks.chip(c, "chips") for c in chips]
-    for chip in chips:
+    specs = [checks.chip(c, "chips") for c in chips]
+    for chip in specs:
         style = chip_style(chip)
         marker = "o" if chip.is_tpu else "s"
         xs = (chip.ici_bytes_per_s, chip.hbm_bytes_per_s)
         ax.loglog(xs, (chip.bf16_flops_per_s,) * 2, lw=1, color=style["color"], linestyle=style["linestyle"])
         ax.loglog(xs[1], chip.bf16_flops_per_s, marker, ms=7, color=style["color"], label=chip.name)
         ax.loglog(xs[0], chip.bf16_flops_per_s, marker, ms=7, mfc="white", color=style["color"])
-    x_low, x_high = min(c.ici_bytes_per_s for c in chips) / 2, max(c.hbm_bytes_per_s for c in chips) * 2
-    y_low, y_high = min(c.bf16_flops_per_s for c in chips) / 2, max(c.bf16_flops_per_s for c in chips) * 2
+    x_low, x_high = min(c.ici_bytes_per_s for c in specs) / 2, max(c.hbm_bytes_per_s for c in specs) * 2
+    y_low, y_high = min(c.bf16_flops_per_s for c in specs) / 2, max(c.bf16_flops_per_s for c in specs) * 2
     for ridge in (1e2, 1e3, 1e4):
         start, stop = max(x_low, y_low / ridge), min(x_high, y_high / ridge)
         if start < stop:
-            xs = np.geomspace(start, stop)
-            ax.loglog(xs, ridge * xs, color="gray", linestyle=":", lw=1)
+            line = np.geomspace(start, stop)
+            ax.loglog(line, ridge * line, color="gray", linestyle=":", lw=1)
             ax.annotate(f"{ridge:,.0f} FLOPs/byte", (stop, ridge * stop), fontsize=8, color="gray", ha="right")
     ax.set_xlabel("bandwidth: HBM filled, one ICI link hollow (bytes/s)")
     ax.set_ylabel("dense bf16 peak (FLOPs/s)")
@@ -292,19 +292,19 @@ def bandwidth_bars(chips: Sequence[Chip | str], *, ax=None):
     The DCN bar is the host's egress shared by its chips (`Chip.dcn_bytes_per_s_per_chip`).
     """
     fig, ax = _new_axes(ax)
-    chips = [checks.chip(c, "chips") for c in chips]
+    specs = [checks.chip(c, "chips") for c in chips]
     levels = {
-        "HBM": [c.hbm_bytes_per_s for c in chips],
-        "ICI (one link, one way)": [c.ici_bytes_per_s for c in chips],
-        "PCIe": [c.pcie_bytes_per_s for c in chips],
-        "DCN (per chip)": [c.dcn_bytes_per_s_per_chip for c in chips],
+        "HBM": [c.hbm_bytes_per_s for c in specs],
+        "ICI (one link, one way)": [c.ici_bytes_per_s for c in specs],
+        "PCIe": [c.pcie_bytes_per_s for c in specs],
+        "DCN (per chip)": [c.dcn_bytes_per_s_per_chip for c in specs],
     }
-    x = np.arange(len(chips))
+    x = np.arange(len(specs))
     width = 0.8 / len(levels)
     for i, (label, values) in enumerate(levels.items()):
         ax.bar(x + (i - (len(levels) - 1) / 2) * width, values, width, label=label, color=_PALETTE[i])
     ax.set_yscale("log")
-    ax.set_xticks(x, [c.name for c in chips], rotation=30, ha="right")
+    ax.set_xticks(x, [c.name for c in specs], rotation=30, ha="right")
     ax.set_ylabel("bandwidth per chip (bytes/s)")
     ax.set_xlabel("chip")
     ax.grid(axis="x", visible=False)

@@ -145,10 +145,10 @@ def matmul_cost(B: int, D: int, F: int, x_bytes: float = 2, w_bytes: float = 2, 
     Raises:
         ValueError: a non-positive size or element width.
     """
-    for name, value in (("B", B), ("D", D), ("F", F)):
-        checks.count(name, value)
-    for name, value in (("x_bytes", x_bytes), ("w_bytes", w_bytes), ("out_bytes", out_bytes)):
-        checks.positive(name, value)
+    for name, size in (("B", B), ("D", D), ("F", F)):
+        checks.count(name, size)
+    for name, width in (("x_bytes", x_bytes), ("w_bytes", w_bytes), ("out_bytes", out_bytes)):
+        checks.positive(name, width)
     return MatmulCost(
         flops=2.0 * B * D * F,
         bytes_in=float(x_bytes * B * D + w_bytes * D * F),

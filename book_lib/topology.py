@@ -63,7 +63,7 @@ def parse_shape(shape: str | int | tuple[int, ...]) -> tuple[int, ...]:
     if isinstance(shape, numbers.Integral) and not isinstance(shape, bool):
         return (int(shape),)
     try:
-        sizes = tuple(shape)
+        sizes = tuple(shape)  # type: ignore[arg-type]
     except TypeError:
         raise ValueError(f"shape={shape!r}: not a shape; allowed: a tuple of ints or text like '4x4'") from None
     if not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in sizes):

@@ -371,7 +371,7 @@ class TransformerConfig:
             )
         D, k = self.d_model, self.experts_per_token
         mlp_outputs = k * ((self.mlp_matrices - 1) * self.d_ff + D)
-        if remat == "custom":
+        if remat == "custom" and checkpoints_per_layer is not None:
             return checks.non_negative("checkpoints_per_layer", checkpoints_per_layer) * D
         return {
             "none": SAVE_ALL_D_MULTIPLE * D,

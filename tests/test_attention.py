@@ -8,16 +8,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from book_lib import attention, devices, hlo, plots, transformer
+from book_lib import attention, hlo, plots, transformer
 
 SMALL = transformer.TransformerConfig(
     n_layers=2, d_model=256, d_ff=768, n_heads=8, n_kv_heads=2, head_dim=32, vocab_size=1000
 )
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _devices():
-    devices.setup(8)
+pytestmark = pytest.mark.usefixtures("eight_devices")
 
 
 def _qkv(t=32, s=128, h=16):

@@ -231,3 +231,41 @@ def test_error_pcie_group_larger_than_host():
 def test_error_nvswitch_group_larger_than_node():
     with pytest.raises(ValueError, match=r"^axis_size=16: 16 GPUs exceed one h100"):
         all_gather_time(1e6, 16, "h100")
+
+
+def _busiest_link_blocks(n: int, ring: bool) -> float:
+    """Blocks (of V / n) an AllGather pushes over its busiest directed link, counted by routing each.
+
+    Every device's block must reach every other device; a block crosses a link at most once (it is
+    forwarded, not resent), over the shorter way round on a ring (half each way when both are equal).
+    """
+    load: dict[tuple[int, int], float] = {}
+    for src in range(n):
+        crossing: dict[tuple[int, int], float] = {}
+        for dst in range(n):
+            if dst == src:
+                continue
+            if ring:
+                right = (dst - src) % n
+                ways = [(+1, right, 1.0)] if 2 * right < n else [(-1, n - right, 1.0)] if 2 * right > n else [
+                    (+1, right, 0.5), (-1, right, 0.5)]  # fmt: skip
+            else:
+                ways = [(+1 if dst > src else -1, abs(dst - src), 1.0)]
+            for step, hops, share in ways:
+                for h in range(hops):
+                    here = (src + step * h) % n
+                    link = (here, (here + step) % n)
+                    crossing[link] = max(crossing.get(link, 0.0), share)
+        for link, share in crossing.items():
+            load[link] = load.get(link, 0.0) + share
+    return max(load.values())
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 8, 16])
+@pytest.mark.parametrize("ring", [True, False])
+def test_all_gather_time_matches_blocks_counted_on_the_busiest_link(n, ring):
+    """An independent count: the busiest link's bytes over one link's rate is the bandwidth time."""
+    v = 1e9
+    counted_s = _busiest_link_blocks(n, ring) * (v / n) / W_V5E
+    modelled = collective_time("all_gather", v, n, "v5e", wraparound=ring, hop_latency_s=0)
+    assert modelled.bandwidth_s == pytest.approx(counted_s)

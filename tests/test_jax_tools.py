@@ -16,11 +16,7 @@ from jax import P  # noqa: E402
 
 from book_lib import bench, devices, hlo, plots, precision  # noqa: E402
 
-
-@pytest.fixture(scope="module", autouse=True)
-def eight_devices():
-    devices.setup(8)
-    return devices.choice()
+pytestmark = pytest.mark.usefixtures("eight_devices")
 
 
 def test_setup_gives_eight_cpu_devices_here(eight_devices, capsys):

@@ -18,10 +18,7 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def eight_devices():
-    devices.setup(8)
-    return devices.choice()
+pytestmark = pytest.mark.usefixtures("eight_devices")
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -14,10 +14,7 @@ from book_lib import collectives, devices, hlo, plots, ring  # noqa: E402
 ROWS, COLS = 3, 5  # rows per block, columns
 
 
-@pytest.fixture(scope="module", autouse=True)
-def eight_devices():
-    devices.setup(8)
-    return devices.choice()
+pytestmark = pytest.mark.usefixtures("eight_devices")
 
 
 @pytest.fixture(scope="module")

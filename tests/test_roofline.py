@@ -105,3 +105,19 @@ def test_attainable_throughput():
     assert roofline.attainable_flops_per_s(1e6, 1e3, 10) == 1e3
     with pytest.raises(ValueError, match="intensity=0"):
         roofline.attainable_flops_per_s(0, 1, 1)
+
+
+def test_smallest_compute_bound_width_is_where_a_critical_batch_first_exists():
+    peak, pcie = 9.2e14, 1.5e10
+    d = roofline.smallest_compute_bound_width(peak, pcie)
+    below, above = math.floor(d * 0.999), math.ceil(d * 1.001)
+    assert roofline.critical_batch_size(below, 4 * below, peak, pcie) == math.inf
+    assert roofline.critical_batch_size(above, 4 * above, peak, pcie) < math.inf
+
+
+def test_batched_weights_stay_below_two_ops_per_byte():
+    for B in (1, 64, 4096):
+        cost = roofline.batched_weights_matmul_cost(B, 4096, 16384, 1, 1, 1)
+        assert cost.flops == roofline.matmul_cost(B, 4096, 16384).flops
+        assert cost.bytes == B * 4096 + B * 4096 * 16384 + B * 16384
+        assert cost.intensity < 2

@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from book_lib import transformer
 from book_lib.transformer import (
     MODELS,
     REMAT_POLICIES,
@@ -328,3 +329,29 @@ def test_unknown_model_lists_close_matches():
 def test_non_string_model_name_raises():
     with pytest.raises(ValueError, match="^name=70: not a model name"):
         get_model(70)
+
+
+def test_attention_cost_agrees_with_the_model_flops_and_the_book_intensity():
+    one_layer = TransformerConfig(n_layers=1, d_model=1024, d_ff=8, n_heads=16, n_kv_heads=4, head_dim=64, vocab_size=8)
+    T = S = 2048
+    cost = transformer.attention_cost(T, S, n_heads=16, n_kv_heads=4, head_dim=64)
+    per_token = one_layer.flops_breakdown(S, training=False).attention_flops
+    assert cost.flops == pytest.approx(per_token * T), "two counts of the same products"
+    # decode (one query per sequence, S >> G): intensity close to G = N / K; prefill at S = T: T G / (G + 1)
+    assert transformer.attention_cost(1, 8192, n_heads=16, n_kv_heads=4, head_dim=64).intensity == pytest.approx(
+        4, rel=2e-3
+    )
+    assert cost.intensity == pytest.approx(T * 4 / 5)
+
+
+def test_moe_critical_batch_is_where_an_expert_matmul_turns_compute_bound():
+    from book_lib import roofline
+
+    E, k, peak, hbm = 256, 8, 1.97e14, 8.1e11
+    B = transformer.moe_critical_batch(E, k, peak, hbm)
+    D, F = 7168, 2048
+    tokens_per_expert = B * k / E
+    flops = 2 * tokens_per_expert * D * F
+    weight_bytes = D * F  # int8
+    assert flops / weight_bytes == pytest.approx(roofline.critical_intensity("v5e"))
+    assert B == pytest.approx(peak / hbm * E / (2 * k))
