@@ -67,9 +67,11 @@ def comma(x: float) -> str:
 
 
 def py(value) -> str:
-    """`value` as the shortest Python literal that reads back the same: 1e12 -> 1e12, "h100" -> "h100"."""
+    """`value` as a short Python literal that reads back the same: 10.0 -> 10.0, 1e12 -> 1e12, "h100" -> "h100"."""
     if isinstance(value, str):
         return json.dumps(value)
+    if isinstance(value, float) and "e" not in repr(value) and len(repr(value)) <= 8:
+        return repr(value)  # 10.0, 0.25, 123456.0: plain reads best
     if isinstance(value, float):
         for digits in range(1, 18):
             text = f"{value:.{digits}g}"

@@ -107,7 +107,7 @@ def test_sci_prints_what_the_text_prints(value, tex):
     assert variants.sci(value) == tex
 
 
-@pytest.mark.parametrize("value", [1e12, 2.5e-7, 0.1, 3, 123456.0, "tpu-v5e", 4096])
+@pytest.mark.parametrize("value", [1e12, 2.5e-7, 0.1, 10.0, 3, 123456.0, "tpu-v5e", 4096])
 def test_py_writes_a_literal_that_reads_back_the_same(value):
     text = variants.py(value)
     assert eval(text) == value and type(eval(text)) is type(value)  # noqa: S307

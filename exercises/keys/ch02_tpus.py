@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 
 from book_lib import collectives, hardware, roofline, systolic, topology
 from exercises.keys import JaxCheck, Key
@@ -12,29 +13,42 @@ V5E = hardware.get_chip("tpu-v5e")
 V5P = hardware.get_chip("tpu-v5p")
 V6E = hardware.get_chip("tpu-v6e")
 
-# The rates the statements print, each with the book_lib value it must match
-# (tests/test_exercises.py checks that every one appears in a statement and agrees within 0.5 %).
+# The rates the function problems state, as their statements print them, with the book_lib value each
+# must match (tests/test_exercises.py checks that every one appears in a statement and agrees within 0.5 %).
+# The value problems print their chip's rates from book_lib through the templates.
 GIVENS = [
-    ("1.2 \\times 10^{12}", V4.hbm_bytes_per_s),
     ("1.97 \\times 10^{14}", V5E.bf16_flops_per_s),
     ("3.94 \\times 10^{14}", V5E.int8_ops_per_s),
     ("8.1 \\times 10^{11}", V5E.hbm_bytes_per_s),
-    ("4.5 \\times 10^{10}", V5E.ici_bytes_per_s),
     ("1.5 \\times 10^{10}", V5E.pcie_bytes_per_s),
-    ("2.5 \\times 10^{10}", V5P.dcn_bytes_per_s),
-    ("4.59 \\times 10^{14}", V5P.bf16_flops_per_s),
     ("9.2 \\times 10^{14}", V6E.bf16_flops_per_s),
-    ("16 GiB", V5E.hbm_bytes),
-    ("96 GiB", V5P.hbm_bytes),
 ]
 
-PCIE_GIVEN_BYTES_PER_S = V5E.pcie_bytes_per_s  # problems 2.3 and 2.6 state 1.5e10 (a v5e's link; a v6e's is faster)
+PCIE_GIVEN_BYTES_PER_S = V5E.pcie_bytes_per_s  # problem 2.3 (Q3c) states 1.5e10 (a v5e's link; a v6e's is faster)
 VMEM_OVER_HBM = 22  # problem 2.4: VMEM feeds the MXU 22 times faster than HBM (book_lib has no VMEM rate)
 HOP_LATENCY_S = collectives.HOP_LATENCY_S  # problem 2.5: 1 us per hop
-SEND_BYTES = 2**30  # the DCN question: 1 GiB per chip
 W_SHAPE = (16384, 4096)  # problem 2.4: int8[F, D] weights times int8[B, D] activations
-MATRIX_2_6_SIDE = 128 * 1024  # problem 2.6: int8[128 * 1024, 128 * 1024]
-MATRIX_2_6_BYTES = MATRIX_2_6_SIDE**2
+
+# What a class's variant may draw: chips with the figures a question needs.
+TPUS = ("tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-7x")
+TPUS_2D = ("tpu-v2", "tpu-v3", "tpu-v5e", "tpu-v6e")  # 2D tori: square pods, wraparound at the pod's side
+TPUS_3D = ("tpu-v4", "tpu-v5p", "tpu-7x")  # 3D tori built of 4x4x4 cubes
+TPUS_WITH_INT8 = tuple(t for t in TPUS if hardware.get_chip(t).int8_ops_per_s != hardware.get_chip(t).bf16_flops_per_s)
+SHAPES_3D = ("2x2x4", "2x4x4", "4x4x4", "2x2x8", "4x8x8", "8x8x8", "4x4x16", "2x4x8", "8x8x16", "4x8x16")
+MATMUL_SHAPES = ((2048, 8192), (4096, 14336), (4096, 16384), (8192, 28672), (8192, 32768), (16384, 53248))
+
+
+def _chip(name: str) -> hardware.Chip:
+    return hardware.get_chip(name)
+
+
+def _side(chip: str) -> int:
+    """The side of a 2D-torus pod (chips); an axis of this size wraps."""
+    return _chip(chip).pod_shape[0]
+
+
+def _sizes(shape: str) -> tuple[int, ...]:
+    return topology.parse_shape(shape)
 
 
 CLOCK_CASES = tuple(
@@ -91,27 +105,59 @@ def _last_gets_first(arrays, n: int, n_devices: int):
     return out
 
 
-def _which_axes_wrap() -> str:
-    short_wraps, long_wraps = topology.Slice.of(V5E, "8x16").wraparound
+def _wrap_axes(tpu: str, shape: str) -> str:
+    short_wraps, long_wraps = topology.Slice.of(tpu, shape).wraparound
     names = {(False, False): "none", (True, False): "short", (False, True): "long", (True, True): "both"}
     return names[(short_wraps, long_wraps)]
 
 
-def _pod(chip: hardware.Chip) -> dict[str, float]:
-    pod = topology.pod(chip)
-    prefix = chip.name.removeprefix("tpu-")
+def _draw_2d_slice(r: random.Random) -> dict:
+    """A 2D-torus chip and a slice `short x long` of its pod (short < long, powers of 2)."""
+    tpu = r.choice(TPUS_2D)
+    side = _side(tpu)
+    long = r.choice((side // 2, side, side))
+    short = r.choice([2**k for k in range(1, 6) if 2**k < long])
+    return {"tpu": tpu, "shape": f"{short}x{long}"}
+
+
+def _draw_diameters(r: random.Random) -> dict:
+    two = _draw_2d_slice(r)
+    return {"tpu2": two["tpu"], "shape2": two["shape"], "tpu3": r.choice(TPUS_3D), "shape3": r.choice(SHAPES_3D)}
+
+
+def _dcn_send(tpu: str, send_gib: int) -> dict[str, float]:
+    chip = _chip(tpu)
+    per_chip = min(chip.dcn_bytes_per_s / chip.chips_per_host, chip.pcie_bytes_per_s)
+    return {"dcn_send_s": send_gib * 2**30 / per_chip}
+
+
+def _draw_load(r: random.Random) -> dict:
+    """A model, a chip count and a chip whose HBM holds the model's share of bf16 weights, and not much more."""
+    while True:
+        tpu, params_b, n_chips = r.choice(TPUS), r.choice((30, 70, 120, 175, 405)), r.choice((8, 16, 64, 128, 256))
+        if _chip(tpu).hbm_bytes / 8 <= 2 * params_b * 1e9 / n_chips <= _chip(tpu).hbm_bytes:
+            return {"tpu": tpu, "params_b": params_b, "n_chips": n_chips}
+
+
+def _pod(tpu: str, prefix: str) -> dict[str, float]:
+    pod = topology.pod(tpu)
     return {
-        f"{prefix}_pod_hosts": pod.n_hosts,
-        f"{prefix}_pod_cores": pod.n_cores,
-        f"{prefix}_pod_flops_per_s": pod.flops_per_s,
-        f"{prefix}_pod_hbm_bytes": pod.hbm_bytes,
+        f"{prefix}_hosts": pod.n_hosts,
+        f"{prefix}_cores": pod.n_cores,
+        f"{prefix}_flops_per_s": pod.flops_per_s,
+        f"{prefix}_hbm_bytes": pod.hbm_bytes,
     }
 
 
-def _pcie_min_d() -> float:
+def _pcie_min_d(tpu: str, pcie_bytes_per_s: float) -> float:
     # F = 4D: per token, 2 D F = 8 D^2 FLOPs against (2 D + 2 F) = 10 D bytes over PCIe; a batch can only
     # help when 8 D^2 / peak > 10 D / pcie, i.e. D > 10 peak / (8 pcie) (where critical_batch_size turns finite).
-    return 10 * V6E.bf16_flops_per_s / (8 * PCIE_GIVEN_BYTES_PER_S)
+    return 10 * _chip(tpu).bf16_flops_per_s / (8 * pcie_bytes_per_s)
+
+
+def _draw_pcie(r: random.Random) -> dict:
+    tpu = r.choice(TPUS)
+    return {"tpu": tpu, "pcie_bytes_per_s": _chip(tpu).pcie_bytes_per_s}
 
 
 def _int8_time(B: int, bytes_per_s: float) -> float:
@@ -120,62 +166,113 @@ def _int8_time(B: int, bytes_per_s: float) -> float:
     return roofline.roofline_time(cost.flops, cost.bytes, V5E.int8_ops_per_s, bytes_per_s).t_lower
 
 
-def _int8_critical(bytes_per_s: float) -> float:
-    F, D = W_SHAPE
-    return roofline.critical_batch_size(D, F, V5E.int8_ops_per_s, bytes_per_s, x_bytes=1, w_bytes=1, out_bytes=1)
+def _int8_critical(D: int, F: int, ops_per_s: float, bytes_per_s: float) -> float:
+    return roofline.critical_batch_size(D, F, ops_per_s, bytes_per_s, x_bytes=1, w_bytes=1, out_bytes=1)
 
 
-def _transfer() -> dict[str, float]:
-    grid = topology.Slice.of(V5E, "4x4")
-    size = 2 * 8 * 128 * 8192  # bf16[8, 128, 8192]
+def _draw_int8_matmul(r: random.Random) -> dict:
+    D, F = r.choice(MATMUL_SHAPES)
+    return {"tpu": r.choice(TPUS_WITH_INT8), "d": D, "f": F}
+
+
+def _transfer(tpu: str, shape: str, batch: int, seq: int, d_model: int) -> dict[str, float]:
+    grid = topology.Slice.of(tpu, shape)
+    size = 2 * batch * seq * d_model  # bf16[batch, seq, d_model]
     return {
-        "first_byte_s": grid.hop_count((0, 0), (3, 3)) * HOP_LATENCY_S,
+        "first_byte_s": grid.hop_count((0,) * len(grid.shape), tuple(n - 1 for n in grid.shape)) * HOP_LATENCY_S,
         "transfer_s": size / sum(grid.axis_bytes_per_s),  # a corner chip sends along both axes at once
     }
 
 
-def _pipeline() -> dict[str, float]:
-    grid = topology.Slice.of(V5E, "4x4")
-    per_host = MATRIX_2_6_BYTES / grid.n_hosts
-    received = MATRIX_2_6_BYTES * (grid.n_chips - 1) / grid.n_chips
-    matmul = roofline.matmul_cost(8, MATRIX_2_6_SIDE, MATRIX_2_6_SIDE)
+def _draw_transfer(r: random.Random) -> dict:
+    """A 2D-torus chip, a slice with no wraparound (both axes shorter than the pod's), a bf16 array."""
+    while True:
+        tpu = r.choice(TPUS_2D)
+        sizes = [2**k for k in range(1, 6) if 2**k < _side(tpu)]
+        values = {
+            "tpu": tpu,
+            "shape": f"{r.choice(sizes)}x{r.choice(sizes)}",
+            "batch": r.choice((4, 8, 16, 32)),
+            "seq": r.choice((128, 256, 512, 1024)),
+            "d_model": r.choice((4096, 8192, 16384)),
+        }
+        times = _transfer(**values)
+        if 3 * times["first_byte_s"] < times["transfer_s"]:  # the sanity check: latency well below bandwidth time
+            return values
+
+
+def _two_hosts(tpu: str) -> topology.Slice:
+    """Problem 2.6's slice: two hosts' blocks side by side (a v5e's 4x4; a v2's 2x4), no wraparound."""
+    rows, cols = _chip(tpu).host_shape
+    return topology.Slice.of(tpu, (rows, 2 * cols))
+
+
+def _pipeline(tpu: str, side_k: int, batch: int) -> dict[str, float]:
+    chip, grid = _chip(tpu), _two_hosts(tpu)
+    side = side_k * 1024
+    matrix_bytes = side**2  # int8[side, side]
+    received = matrix_bytes * (grid.n_chips - 1) / grid.n_chips
     return {
-        "pcie_load_s": per_host / (grid.chips_per_host * PCIE_GIVEN_BYTES_PER_S),
+        "pcie_load_s": matrix_bytes / grid.n_hosts / (grid.chips_per_host * chip.pcie_bytes_per_s),
         "ici_gather_s": received / sum(grid.axis_bytes_per_s),
-        "hbm_load_s": MATRIX_2_6_BYTES / V5E.hbm_bytes_per_s,
-        "matmul_s": matmul.flops / V5E.bf16_flops_per_s,
+        "hbm_load_s": matrix_bytes / chip.hbm_bytes_per_s,
+        "matmul_s": roofline.matmul_cost(batch, side, side).flops / chip.bf16_flops_per_s,
     }
 
 
-def _bounds() -> dict[str, float]:
-    steps = _pipeline().values()
+def _bounds(tpu: str, side_k: int, batch: int) -> dict[str, float]:
+    steps = _pipeline(tpu, side_k, batch).values()
     return {"total_lower_s": max(steps), "total_upper_s": sum(steps)}
 
 
-def _dcn_route_s() -> float:
+def _dcn_route_s(tpu: str, side_k: int) -> float:
     # host 1 ships its half to host 0 over DCN; host 0 pushes the whole matrix into chip (0, 0) over its one PCIe link
-    grid = topology.Slice.of(V5E, "4x4")
-    dcn_s = MATRIX_2_6_BYTES / grid.n_hosts / V5E.dcn_bytes_per_s
-    pcie_s = MATRIX_2_6_BYTES / PCIE_GIVEN_BYTES_PER_S
+    chip, grid = _chip(tpu), _two_hosts(tpu)
+    matrix_bytes = (side_k * 1024) ** 2
+    dcn_s = matrix_bytes / grid.n_hosts / chip.dcn_bytes_per_s
+    pcie_s = matrix_bytes / chip.pcie_bytes_per_s
     return max(dcn_s, pcie_s)
 
 
-def _route() -> str:
-    return "ici" if _bounds()["total_lower_s"] < _dcn_route_s() else "dcn"
+def _route(tpu: str, side_k: int) -> str:
+    # Q6a's route into chip (0, 0), its two transfers overlapped, against the DCN route, its two overlapped
+    steps = _pipeline(tpu, side_k, 1)
+    ici_route_s = max(steps["pcie_load_s"], steps["ici_gather_s"])
+    return "ici" if ici_route_s < _dcn_route_s(tpu, side_k) else "dcn"
 
 
-def _allgather_s() -> float:
-    grid = topology.Slice.of(V5E, "4x4")
+def _allgather_s(tpu: str, side_k: int) -> float:
+    grid = _two_hosts(tpu)
     return collectives.collective_time(
-        "all_gather", MATRIX_2_6_BYTES, grid.shape, V5E, wraparound=grid.wraparound
+        "all_gather", (side_k * 1024) ** 2, grid.shape, tpu, wraparound=grid.wraparound
     ).bandwidth_s
 
 
-def _ring_hops() -> dict[str, float]:
+def _draw_matrix(r: random.Random) -> dict:
+    """A 2D-torus chip and a square int8 matrix (side in units of 1024) that fits its HBM."""
+    while True:
+        tpu, side_k = r.choice(TPUS_2D), r.choice((64, 96, 112, 128, 160, 176))
+        if (side_k * 1024) ** 2 <= _chip(tpu).hbm_bytes:
+            return {"tpu": tpu, "side_k": side_k}
+
+
+def _draw_pipeline(r: random.Random) -> dict:
+    return {**_draw_matrix(r), "batch": r.choice((4, 8, 16, 32, 64))}
+
+
+def _ring_hops(tpu: str, line_len: int, src: int) -> dict[str, float]:
+    side = _side(tpu)
     return {
-        "hops_wrapped": topology.Slice.of(V5E, "2x16").hop_count((0, 0), (0, 15)),
-        "hops_line": topology.Slice.of(V5E, "2x8").hop_count((0, 0), (0, 7)),
+        "hops_wrapped": topology.Slice.of(tpu, f"2x{side}").hop_count((0, src), (0, side - 1)),
+        "hops_line": topology.Slice.of(tpu, f"2x{line_len}").hop_count((0, src), (0, line_len - 1)),
     }
+
+
+def _draw_ring(r: random.Random) -> dict:
+    """A 2D-torus chip, a row shorter than its pod's side (no wraparound) and a source chip inside it."""
+    tpu = r.choice(TPUS_2D)
+    line_len = r.choice([n for n in (4, 8, 16) if n < _side(tpu)])
+    return {"tpu": tpu, "line_len": line_len, "src": r.randrange(1, line_len - 1)}
 
 
 KEYS = {
@@ -187,35 +284,70 @@ KEYS = {
         names=("hop_count",), kind="function", reference=topology.grid_hops, cases=HOP_CASES, rel_tol=0
     ),
     "ch02_q0d_wrap_axes": Key(
-        names=("wrap_axes_8x16",), kind="choice", choices=("none", "short", "long", "both"), expected=_which_axes_wrap
+        names=("wrap_axes",),
+        kind="choice",
+        choices=("none", "short", "long", "both"),
+        expected=_wrap_axes,
+        params={"tpu": "tpu-v5e", "shape": "8x16"},
+        draw=_draw_2d_slice,
     ),
     "ch02_q0e_diameters": Key(
-        names=("diameter_v5e_8x16_hops", "diameter_v4_4x4x8_hops"),
+        names=("diameter_2d_hops", "diameter_3d_hops"),
         kind="value",
         rel_tol=0,
-        expected=lambda: {
-            "diameter_v5e_8x16_hops": topology.Slice.of(V5E, "8x16").diameter_hops,
-            "diameter_v4_4x4x8_hops": topology.Slice.of(V4, "4x4x8").diameter_hops,
+        expected=lambda tpu2, shape2, tpu3, shape3: {
+            "diameter_2d_hops": topology.Slice.of(tpu2, shape2).diameter_hops,
+            "diameter_3d_hops": topology.Slice.of(tpu3, shape3).diameter_hops,
         },
+        params={"tpu2": "tpu-v5e", "shape2": "8x16", "tpu3": "tpu-v4", "shape3": "4x4x8"},
+        draw=_draw_diameters,
     ),
     "ch02_q0f_dcn_send": Key(
         names=("dcn_send_s",),
         kind="value",
-        expected=lambda: {"dcn_send_s": SEND_BYTES / (V5P.dcn_bytes_per_s / V5P.chips_per_host)},
+        expected=_dcn_send,
+        params={"tpu": "tpu-v5p", "send_gib": 1},
+        draw=lambda r: {"tpu": r.choice(TPUS), "send_gib": r.choice((2, 4, 8, 16))},
     ),
     "ch02_q1_load_time": Key(
         names=("load_time_s",),
         kind="value",
-        expected=lambda: {"load_time_s": 2 * 200e9 / 32 / V4.hbm_bytes_per_s},
+        expected=lambda tpu, params_b, n_chips: {
+            "load_time_s": 2 * params_b * 1e9 / n_chips / _chip(tpu).hbm_bytes_per_s
+        },
+        params={"tpu": "tpu-v4", "params_b": 200, "n_chips": 32},
+        draw=_draw_load,
     ),
-    "ch02_q2a_v5e_pod": Key(names=tuple(_pod(V5E)), kind="value", expected=lambda: _pod(V5E)),
-    "ch02_q2b_v5p_pod": Key(names=tuple(_pod(V5P)), kind="value", expected=lambda: _pod(V5P)),
+    # Two pods per class, never the same chip twice (a 2D torus's twin with as many hosts, a v6e for
+    # the v5e say, would not move every number).
+    "ch02_q2a_v5e_pod": Key(
+        names=tuple(_pod(V5E, "pod_a")),
+        kind="value",
+        expected=lambda tpu: _pod(tpu, "pod_a"),
+        params={"tpu": "tpu-v5e"},
+        draw=lambda r: {"tpu": r.choice(("tpu-v3", "tpu-v4"))},
+    ),
+    "ch02_q2b_v5p_pod": Key(
+        names=tuple(_pod(V5P, "pod_b")),
+        kind="value",
+        expected=lambda tpu: _pod(tpu, "pod_b"),
+        params={"tpu": "tpu-v5p"},
+        draw=lambda r: {"tpu": r.choice(("tpu-v2", "tpu-v6e"))},
+    ),
     "ch02_q3a_pcie_batch": Key(
         names=("pcie_batch_tokens",),
         kind="value",
-        expected=lambda: {"pcie_batch_tokens": V6E.bf16_flops_per_s / PCIE_GIVEN_BYTES_PER_S},
+        expected=lambda tpu, pcie_bytes_per_s: {"pcie_batch_tokens": _chip(tpu).bf16_flops_per_s / pcie_bytes_per_s},
+        params={"tpu": "tpu-v6e", "pcie_bytes_per_s": PCIE_GIVEN_BYTES_PER_S},
+        draw=_draw_pcie,
     ),
-    "ch02_q3b_pcie_min_d": Key(names=("pcie_min_d",), kind="value", expected=lambda: {"pcie_min_d": _pcie_min_d()}),
+    "ch02_q3b_pcie_min_d": Key(
+        names=("pcie_min_d",),
+        kind="value",
+        expected=lambda tpu, pcie_bytes_per_s: {"pcie_min_d": _pcie_min_d(tpu, pcie_bytes_per_s)},
+        params={"tpu": "tpu-v6e", "pcie_bytes_per_s": PCIE_GIVEN_BYTES_PER_S},
+        draw=_draw_pcie,
+    ),
     "ch02_q3c_pcie_batch_exact": Key(
         names=("pcie_batch_exact_tokens",),
         kind="function",
@@ -231,7 +363,11 @@ KEYS = {
     "ch02_q4b_hbm_batch": Key(
         names=("hbm_batch_tokens",),
         kind="value",
-        expected=lambda: {"hbm_batch_tokens": _int8_critical(V5E.hbm_bytes_per_s)},
+        expected=lambda tpu, d, f: {
+            "hbm_batch_tokens": _int8_critical(d, f, _chip(tpu).int8_ops_per_s, _chip(tpu).hbm_bytes_per_s)
+        },
+        params={"tpu": "tpu-v5e", "d": W_SHAPE[1], "f": W_SHAPE[0]},
+        draw=_draw_int8_matmul,
     ),
     "ch02_q4c_vmem_time": Key(
         names=("int8_vmem_time_s",),
@@ -242,14 +378,57 @@ KEYS = {
     "ch02_q4d_vmem_batch": Key(
         names=("vmem_batch_tokens",),
         kind="value",
-        expected=lambda: {"vmem_batch_tokens": _int8_critical(VMEM_OVER_HBM * V5E.hbm_bytes_per_s)},
+        expected=lambda tpu, d, f, vmem_over_hbm: {
+            "vmem_batch_tokens": _int8_critical(
+                d, f, _chip(tpu).int8_ops_per_s, vmem_over_hbm * _chip(tpu).hbm_bytes_per_s
+            )
+        },
+        params={"tpu": "tpu-v5e", "d": W_SHAPE[1], "f": W_SHAPE[0], "vmem_over_hbm": VMEM_OVER_HBM},
+        draw=lambda r: {**_draw_int8_matmul(r), "vmem_over_hbm": r.choice((10, 16, 22, 32))},
     ),
-    "ch02_q5_ici_transfer": Key(names=("first_byte_s", "transfer_s"), kind="value", expected=_transfer),
-    "ch02_q6a_pipeline": Key(names=tuple(_pipeline()), kind="value", expected=_pipeline),
-    "ch02_q6b_bounds": Key(names=("total_lower_s", "total_upper_s"), kind="value", expected=_bounds),
-    "ch02_q6c_route": Key(names=("faster_route",), kind="choice", choices=("ici", "dcn"), expected=_route),
-    "ch02_q6d_dcn_route": Key(names=("dcn_route_s",), kind="value", expected=lambda: {"dcn_route_s": _dcn_route_s()}),
-    "ch02_q6e_allgather": Key(names=("allgather_s",), kind="value", expected=lambda: {"allgather_s": _allgather_s()}),
+    "ch02_q5_ici_transfer": Key(
+        names=("first_byte_s", "transfer_s"),
+        kind="value",
+        expected=_transfer,
+        params={"tpu": "tpu-v5e", "shape": "4x4", "batch": 8, "seq": 128, "d_model": 8192},
+        draw=_draw_transfer,
+    ),
+    "ch02_q6a_pipeline": Key(
+        names=tuple(_pipeline("tpu-v5e", 128, 8)),
+        kind="value",
+        expected=_pipeline,
+        params={"tpu": "tpu-v5e", "side_k": 128, "batch": 8},
+        draw=_draw_pipeline,
+    ),
+    "ch02_q6b_bounds": Key(
+        names=("total_lower_s", "total_upper_s"),
+        kind="value",
+        expected=_bounds,
+        params={"tpu": "tpu-v5e", "side_k": 128, "batch": 8},
+        draw=_draw_pipeline,
+    ),
+    "ch02_q6c_route": Key(
+        names=("faster_route",),
+        kind="choice",
+        choices=("ici", "dcn"),
+        expected=_route,
+        params={"tpu": "tpu-v5e", "side_k": 128},
+        draw=_draw_matrix,
+    ),
+    "ch02_q6d_dcn_route": Key(
+        names=("dcn_route_s",),
+        kind="value",
+        expected=lambda tpu, side_k: {"dcn_route_s": _dcn_route_s(tpu, side_k)},
+        params={"tpu": "tpu-v5e", "side_k": 128},
+        draw=_draw_matrix,
+    ),
+    "ch02_q6e_allgather": Key(
+        names=("allgather_s",),
+        kind="value",
+        expected=lambda tpu, side_k: {"allgather_s": _allgather_s(tpu, side_k)},
+        params={"tpu": "tpu-v5e", "side_k": 128},
+        draw=_draw_matrix,
+    ),
     "ch02_q7a_send_to_last": Key(
         names=("send_to_last",),
         kind="jax",
@@ -267,7 +446,14 @@ KEYS = {
             },
         ),
     ),
-    "ch02_q7b_ring_hops": Key(names=("hops_wrapped", "hops_line"), kind="value", rel_tol=0, expected=_ring_hops),
+    "ch02_q7b_ring_hops": Key(
+        names=("hops_wrapped", "hops_line"),
+        kind="value",
+        rel_tol=0,
+        expected=_ring_hops,
+        params={"tpu": "tpu-v5e", "line_len": 8, "src": 0},
+        draw=_draw_ring,
+    ),
 }
 
 # Right values by the wrong route: gather every block everywhere, then keep device 0's (tests/test_grading.py).

@@ -2,25 +2,175 @@
 
 from __future__ import annotations
 
+import random
+
 from book_lib import hardware, roofline, transformer
 from exercises.keys import JaxCheck, Key
 
 Q1 = transformer.get_model("book-ch4-q1")  # L = 64, D = 4096, F = 4D, V = 32,000, N H = D, MHA
-# The text's examples: L = 64, D = K H = 8192, multi-head, gated MLP with F = 4D (the vocabulary plays no part).
-EXAMPLE = transformer.TransformerConfig(64, 8192, 4 * 8192, 64, 64, 128, 32000, name="book-ch4-example")
-GEMMA = transformer.get_model("gemma-2-27b")
 
-# Problem 4.7 gives these figures for DeepSeek v3 and the H800 (not in book_lib.hardware: no table
-# of ours lists the H800, and the problem states the rate it wants used).
+# Problem 4.7 gives this rate for the H800 (not in book_lib.hardware: no table of ours lists the H800,
+# and the problem states the rate it wants used).
 H800_FP8_SPARSE_FLOPS_PER_S = 3.026e15
-DEEPSEEK_GPU_HOURS = 2.79e6
-DEEPSEEK_TOKENS = 14.8e12
-DEEPSEEK_ACTIVE_PARAMS = 37e9
-
-V5E_RIDGE = roofline.critical_intensity("tpu-v5e")
 
 V5E = hardware.get_chip("tpu-v5e")
+# The rates Q4c (a function problem) prints, each with the book_lib value it must match
+# (tests/test_exercises.py checks that every one appears in a statement and agrees within 0.5 %).
+# The value problems print their chip's rates from book_lib through the templates.
 GIVENS = [("1.97 \\times 10^{14}", V5E.bf16_flops_per_s), ("8.1 \\times 10^{11}", V5E.hbm_bytes_per_s)]
+
+# What a class's variant may draw.
+TPUS = ("tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-7x")
+# Dense models with a gated MLP, as a statement names them, and their book_lib presets (Q0c).
+DENSE_MODELS = {
+    "Gemma 2 27B": "gemma-2-27b",
+    "Llama 2 7B": "llama-2-7b",
+    "Llama 2 13B": "llama-2-13b",
+    "Llama 2 70B": "llama-2-70b",
+    "Llama 3 8B": "llama-3-8b",
+    "Llama 3.1 405B": "llama-3.1-405b",
+    "Mistral 7B": "mistral-7b",
+    "Qwen2.5 72B": "qwen2.5-72b",
+}
+# Released MoE models: (name, experts E, experts per token k), as their model cards give them (Q8b).
+MOE_MODELS = (
+    ("DeepSeek v3", 256, 8),
+    ("Mixtral 8x7B", 8, 2),
+    ("Mixtral 8x22B", 8, 2),
+    ("DBRX", 16, 4),
+    ("Grok-1", 8, 2),
+    ("Qwen3 30B-A3B", 128, 8),
+    ("Qwen3 235B-A22B", 128, 8),
+    ("gpt-oss-20b", 32, 4),
+    ("gpt-oss-120b", 128, 4),
+)
+
+
+def _chip(name: str) -> hardware.Chip:
+    return hardware.get_chip(name)
+
+
+def _mha(layers: int, d: int, f: int = 1, v: int = 1, h: int = 128, **kw) -> transformer.TransformerConfig:
+    """A multi-head model with N H = D (N = D / h heads of h) and a gated MLP."""
+    return transformer.TransformerConfig(layers, d, f, d // h, d // h, h, v, **kw)
+
+
+def _remat_bytes(layers: int, d: int, tokens_m: int) -> dict[str, float]:
+    model = _mha(layers, d, 4 * d)
+    return {
+        f"activations_{remat}_bytes": model.training_memory(batch_tokens=tokens_m * 1e6, remat=remat).activations_bytes
+        for remat in ("none", "block")
+    }
+
+
+def _draw_remat(r: random.Random) -> dict:
+    return {
+        "layers": r.choice((32, 40, 48, 80, 96, 126)),
+        "d": r.choice((4096, 5120, 6144, 12288, 16384)),
+        "tokens_m": r.choice((1, 2, 8, 16)),
+    }
+
+
+def _draw_kv_example(r: random.Random) -> dict:
+    return {
+        "layers": r.choice((32, 40, 48, 80, 96, 126)),
+        "kh": r.choice((4096, 5120, 6144, 12288, 16384)),
+        "seq": r.choice((2048, 4096, 16384, 32768, 131072)),
+    }
+
+
+def _crossovers(d: int, model: str, model_d: int, model_f: int, model_n: int, model_k: int, model_h: int) -> dict:
+    named = transformer.TransformerConfig(1, model_d, model_f, model_n, model_k, model_h, 1)
+    return {
+        "crossover_rule_tokens": _mha(1, d, 4 * d).attention_crossover_seq_len(),
+        "crossover_model_tokens": named.attention_crossover_seq_len(),
+    }
+
+
+def _draw_crossovers(r: random.Random) -> dict:
+    model = r.choice(sorted(DENSE_MODELS))
+    m = transformer.get_model(DENSE_MODELS[model])
+    return {
+        "d": r.choice((2048, 4096, 5120, 6144, 12288, 16384)),
+        "model": model,
+        "model_d": m.d_model,
+        "model_f": m.d_ff,
+        "model_n": m.n_heads,
+        "model_k": m.n_kv_heads,
+        "model_h": m.head_dim,
+    }
+
+
+def _q1_model(layers: int, d: int, f: int, v: int, h: int) -> transformer.TransformerConfig:
+    """Problem 4.1's form: MHA with N H = D, gated MLP, one norm per layer and a final one, untied output."""
+    return _mha(layers, d, f, v, h, norms_per_layer=1)
+
+
+Q1_PARAMS = {"layers": Q1.n_layers, "d": Q1.d_model, "f": Q1.d_ff, "v": Q1.vocab_size, "h": Q1.head_dim}
+assert _q1_model(**Q1_PARAMS).param_breakdown() == Q1.param_breakdown(), "the text's model is book_lib's preset"
+
+
+def _draw_q1_model(r: random.Random) -> dict:
+    d = r.choice((2048, 3072, 5120, 6144, 8192))
+    return {
+        "layers": r.choice((24, 32, 40, 48, 80, 96)),
+        "d": d,
+        "f": r.choice((3, 4, 6, 8)) * d,
+        "v": r.choice((32000, 50304, 128256, 152064, 256000)),
+        "h": r.choice((64, 128)),
+    }
+
+
+def _draw_q1_kv(r: random.Random) -> dict:
+    model = _draw_q1_model(r)
+    return {name: model[name] for name in ("layers", "d", "h")}
+
+
+def _draw_prefill(r: random.Random) -> dict:
+    return {"tpu": r.choice(TPUS), "g": r.choice((1, 1, 2, 4, 8))}
+
+
+def _q5_crossover(d: int, n: int, k: int) -> dict[str, float]:
+    model = transformer.TransformerConfig(1, d, 1, n, k, d // n, 1)
+    return {"crossover_tokens_q5": model.attention_crossover_seq_len(against="qkvo")}
+
+
+def _draw_q5(r: random.Random) -> dict:
+    d = r.choice((2048, 3072, 5120, 6144, 8192, 12288, 16384))
+    n = d // r.choice((64, 128))
+    return {"d": d, "n": n, "k": r.choice((n, n, n // 4, 8, 1))}
+
+
+def _mfu(run: str, active_b: int, tokens_t: float, gpu_hours_m: float) -> dict[str, float]:
+    needed = 6 * active_b * 1e9 * tokens_t * 1e12
+    available = gpu_hours_m * 1e6 * 3600 * H800_FP8_SPARSE_FLOPS_PER_S / 2
+    return {"training_mfu": needed / available}
+
+
+def _draw_mfu(r: random.Random) -> dict:
+    """A hypothetical MoE training run on H800s whose utilisation lands between 12 % and 55 %.
+
+    The solution writes `<tokens_t>e12` and `<gpu_hours_m>e6`: each float must print without an exponent
+    (`variants.py` writes 10.0 as 1e1), so none is a round 10, 20, ...
+    """
+    while True:
+        values = {
+            "run": "A mixture-of-experts model",
+            "active_b": r.choice((12, 17, 22, 30, 45, 52, 70)),
+            "tokens_t": r.choice((6.0, 8.0, 12.0, 15.0, 18.0, 22.0, 36.0)),
+            "gpu_hours_m": r.choice((0.5, 0.8, 1.2, 1.5, 2.0, 3.5, 5.0)),
+        }
+        if 0.12 <= _mfu(**values)["training_mfu"] <= 0.55:
+            return values
+
+
+def _moe_named(model: str, e: int, k: int, tpu: str) -> dict[str, float]:
+    return {"moe_batch_tokens": _moe_batch(e, k, _chip(tpu).bf16_flops_per_s, _chip(tpu).hbm_bytes_per_s)}
+
+
+def _draw_moe(r: random.Random) -> dict:
+    model, e, k = r.choice(MOE_MODELS)
+    return {"model": model, "e": e, "k": k, "tpu": r.choice(TPUS)}
 
 
 def _sharded_flops(B: int, D: int, F: int, X: int, Y: int, Z: int) -> tuple[float, float]:
@@ -89,24 +239,34 @@ KEYS = {
         names=("activations_none_bytes", "activations_block_bytes"),
         kind="value",
         rel_tol=1e-3,
-        expected=lambda: {
-            "activations_none_bytes": EXAMPLE.training_memory(batch_tokens=4e6, remat="none").activations_bytes,
-            "activations_block_bytes": EXAMPLE.training_memory(batch_tokens=4e6, remat="block").activations_bytes,
-        },
+        expected=_remat_bytes,
+        params={"layers": 64, "d": 8192, "tokens_m": 4},
+        draw=_draw_remat,
     ),
     "ch04_q0b_kv_example": Key(
-        names=("kv_cache_8k_bytes",),
+        names=("kv_cache_bytes",),
         kind="value",
         rel_tol=1e-3,
-        expected=lambda: {"kv_cache_8k_bytes": EXAMPLE.kv_cache_bytes_per_token(bytes_per_value=1) * 8192},
+        expected=lambda layers, kh, seq: {
+            "kv_cache_bytes": _mha(layers, kh).kv_cache_bytes_per_token(bytes_per_value=1) * seq
+        },
+        params={"layers": 64, "kh": 8192, "seq": 8192},
+        draw=_draw_kv_example,
     ),
     "ch04_q0c_crossover": Key(
-        names=("crossover_rule_tokens", "crossover_gemma_tokens"),
+        names=("crossover_rule_tokens", "crossover_model_tokens"),
         kind="value",
-        expected=lambda: {
-            "crossover_rule_tokens": EXAMPLE.attention_crossover_seq_len(),
-            "crossover_gemma_tokens": GEMMA.attention_crossover_seq_len(),
+        expected=_crossovers,
+        params={
+            "d": 8192,
+            "model": "Gemma 2 27B",
+            "model_d": 4608,
+            "model_f": 36864,
+            "model_n": 32,
+            "model_k": 16,
+            "model_h": 128,
         },
+        draw=_draw_crossovers,
     ),
     "ch04_q0d_unembed_flops": Key(
         names=("unembed_training_flops",),
@@ -115,18 +275,31 @@ KEYS = {
         cases=((8, 4096, 8192, 128256), (1, 1, 4096, 32000), (3, 100, 7, 11)),
     ),
     "ch04_q1a_params": Key(
-        names=("params_q1",), kind="value", rel_tol=1e-3, expected=lambda: {"params_q1": Q1.param_count()}
+        names=("params_q1",),
+        kind="value",
+        rel_tol=1e-3,
+        expected=lambda **m: {"params_q1": _q1_model(**m).param_count()},
+        params=Q1_PARAMS,
+        draw=_draw_q1_model,
     ),
     "ch04_q1b_attention_share": Key(
         names=("attention_share_q1",),
         kind="value",
-        expected=lambda: {"attention_share_q1": Q1.param_breakdown().attention / Q1.param_count()},
+        expected=lambda **m: {
+            "attention_share_q1": _q1_model(**m).param_breakdown().attention / _q1_model(**m).param_count()
+        },
+        params=Q1_PARAMS,
+        draw=_draw_q1_model,
     ),
     "ch04_q1c_kv_bytes": Key(
         names=("kv_bytes_per_token_q1",),
         kind="value",
         rel_tol=1e-3,
-        expected=lambda: {"kv_bytes_per_token_q1": Q1.kv_cache_bytes_per_token(bytes_per_value=1)},
+        expected=lambda layers, d, h: {
+            "kv_bytes_per_token_q1": _mha(layers, d, h=h).kv_cache_bytes_per_token(bytes_per_value=1)
+        },
+        params={"layers": Q1.n_layers, "d": Q1.d_model, "h": Q1.head_dim},
+        draw=_draw_q1_kv,
     ),
     "ch04_q2_sharded_flops": Key(
         names=("sharded_matmul_flops",),
@@ -149,12 +322,17 @@ KEYS = {
     "ch04_q4b_prefill_length": Key(
         names=("prefill_tokens_compute_bound",),
         kind="value",
-        expected=lambda: {"prefill_tokens_compute_bound": 2 * V5E_RIDGE},
+        # with S = T the intensity of Q4a is T G / (G + 1)
+        expected=lambda tpu, g: {"prefill_tokens_compute_bound": (g + 1) / g * roofline.critical_intensity(tpu)},
+        params={"tpu": "tpu-v5e", "g": 1},
+        draw=_draw_prefill,
     ),
     "ch04_q5_crossover": Key(
         names=("crossover_tokens_q5",),
         kind="value",
-        expected=lambda: {"crossover_tokens_q5": Q1.attention_crossover_seq_len(against="qkvo")},
+        expected=_q5_crossover,
+        params={"d": Q1.d_model, "n": Q1.n_heads, "k": Q1.n_kv_heads},
+        draw=_draw_q5,
     ),
     "ch04_q4c_attention_time": Key(
         names=("attention_to_mlp_time_ratio",),
@@ -175,14 +353,11 @@ KEYS = {
         cases=((1, 4096, 32, 128), (8, 2048, 64, 128), (2, 100, 3, 7)),
     ),
     "ch04_q7_deepseek_mfu": Key(
-        names=("deepseek_mfu",),
+        names=("training_mfu",),
         kind="value",
-        expected=lambda: {
-            "deepseek_mfu": 6
-            * DEEPSEEK_ACTIVE_PARAMS
-            * DEEPSEEK_TOKENS
-            / (DEEPSEEK_GPU_HOURS * 3600 * H800_FP8_SPARSE_FLOPS_PER_S / 2)
-        },
+        expected=_mfu,
+        params={"run": "DeepSeek v3", "active_b": 37, "tokens_t": 14.8, "gpu_hours_m": 2.79},
+        draw=_draw_mfu,
     ),
     "ch04_q8a_moe_batch": Key(
         names=("moe_critical_batch_tokens",),
@@ -191,9 +366,11 @@ KEYS = {
         cases=((8, 2, 1.97e14, 8.1e11), (256, 8, 1.97e14, 8.1e11), (64, 4, 9.2e14, 1.6e12)),
     ),
     "ch04_q8b_moe_deepseek": Key(
-        names=("moe_batch_deepseek_tokens",),
+        names=("moe_batch_tokens",),
         kind="value",
-        expected=lambda: {"moe_batch_deepseek_tokens": V5E_RIDGE * 256 / (2 * 8)},
+        expected=_moe_named,
+        params={"model": "DeepSeek v3", "e": 256, "k": 8, "tpu": "tpu-v5e"},
+        draw=_draw_moe,
     ),
     "ch04_q9_online_softmax": Key(
         names=("online_softmax_attention",),
