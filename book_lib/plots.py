@@ -53,12 +53,20 @@ STYLE = {
 
 
 def _styled(plot: Callable) -> Callable:
-    """`plot` drawing under `STYLE` (matplotlib's settings are restored when it returns)."""
+    """`plot` drawing under `STYLE`; the settings it changes are put back when it returns.
+
+    Only the keys of `STYLE` are saved and restored (matplotlib's own `rc_context` restores every
+    setting, the backend included, which closes the figure a notebook is about to show).
+    """
 
     @functools.wraps(plot)
     def wrapper(*args, **kwargs):
-        with mpl.rc_context(STYLE):
+        saved = {key: mpl.rcParams[key] for key in STYLE}
+        mpl.rcParams.update(STYLE)
+        try:
             return plot(*args, **kwargs)
+        finally:
+            mpl.rcParams.update(saved)
 
     return wrapper
 

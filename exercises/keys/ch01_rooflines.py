@@ -55,8 +55,7 @@ def _int8_weight_throughput(B: int, D: int, F: int) -> float:
 
 def _batched_weights_intensity(B: int, D: int, F: int) -> float:
     # int8[B, D] x int8[B, D, F] -> int8[B, F]: the weights are read once per batch element.
-    flops = roofline.matmul_cost(B, D, F).flops
-    return flops / (B * D + B * D * F + B * F)
+    return roofline.batched_weights_matmul_cost(B, D, F, x_bytes=1, w_bytes=1, out_bytes=1).intensity
 
 
 KEYS = {

@@ -127,7 +127,7 @@ def _draw_diameters(r: random.Random) -> dict:
 
 def _dcn_send(tpu: str, send_gib: int) -> dict[str, float]:
     chip = _chip(tpu)
-    per_chip = min(chip.dcn_bytes_per_s / chip.chips_per_host, chip.pcie_bytes_per_s)
+    per_chip = min(chip.dcn_bytes_per_s_per_chip, chip.pcie_bytes_per_s)
     return {"dcn_send_s": send_gib * 2**30 / per_chip}
 
 
@@ -150,9 +150,8 @@ def _pod(tpu: str, prefix: str) -> dict[str, float]:
 
 
 def _pcie_min_d(tpu: str, pcie_bytes_per_s: float) -> float:
-    # F = 4D: per token, 2 D F = 8 D^2 FLOPs against (2 D + 2 F) = 10 D bytes over PCIe; a batch can only
-    # help when 8 D^2 / peak > 10 D / pcie, i.e. D > 10 peak / (8 pcie) (where critical_batch_size turns finite).
-    return 10 * _chip(tpu).bf16_flops_per_s / (8 * pcie_bytes_per_s)
+    # F = 4D, activations over PCIe: a batch can only help above this D (where critical_batch_size turns finite)
+    return roofline.smallest_compute_bound_width(_chip(tpu).bf16_flops_per_s, pcie_bytes_per_s, f_over_d=4)
 
 
 def _draw_pcie(r: random.Random) -> dict:

@@ -52,7 +52,9 @@ def _chip(name: str) -> hardware.Chip:
 
 def _mha(layers: int, d: int, f: int = 1, v: int = 1, h: int = 128, **kw) -> transformer.TransformerConfig:
     """A multi-head model with N H = D (N = D / h heads of h) and a gated MLP."""
-    return transformer.TransformerConfig(layers, d, f, d // h, d // h, h, v, **kw)
+    return transformer.TransformerConfig(
+        n_layers=layers, d_model=d, d_ff=f, n_heads=d // h, n_kv_heads=d // h, head_dim=h, vocab_size=v, **kw
+    )
 
 
 def _remat_bytes(layers: int, d: int, tokens_m: int) -> dict[str, float]:
@@ -80,7 +82,9 @@ def _draw_kv_example(r: random.Random) -> dict:
 
 
 def _crossovers(d: int, model: str, model_d: int, model_f: int, model_n: int, model_k: int, model_h: int) -> dict:
-    named = transformer.TransformerConfig(1, model_d, model_f, model_n, model_k, model_h, 1)
+    named = transformer.TransformerConfig(
+        n_layers=1, d_model=model_d, d_ff=model_f, n_heads=model_n, n_kv_heads=model_k, head_dim=model_h, vocab_size=1
+    )
     return {
         "crossover_rule_tokens": _mha(1, d, 4 * d).attention_crossover_seq_len(),
         "crossover_model_tokens": named.attention_crossover_seq_len(),
@@ -131,7 +135,9 @@ def _draw_prefill(r: random.Random) -> dict:
 
 
 def _q5_crossover(d: int, n: int, k: int) -> dict[str, float]:
-    model = transformer.TransformerConfig(1, d, 1, n, k, d // n, 1)
+    model = transformer.TransformerConfig(
+        n_layers=1, d_model=d, d_ff=1, n_heads=n, n_kv_heads=k, head_dim=d // n, vocab_size=1
+    )
     return {"crossover_tokens_q5": model.attention_crossover_seq_len(against="qkvo")}
 
 
@@ -183,26 +189,25 @@ def _contraction_flops(I: int, J: int, K: int, L: int, M: int, N: int, O: int) -
 
 
 def _attention_intensity(T: int, S: int, G: int) -> float:
-    # per KV head and batch row: FLOPs 4 T S G H, bytes 2 (T G H) for Q and O + 2 (S H) for K and V, bf16
-    return 4 * T * S * G / (4 * (T * G + S))
+    # per KV head and batch row: G query heads share one KV head (H cancels out of the ratio)
+    return transformer.attention_cost(T, S, n_heads=G, n_kv_heads=1, head_dim=1).intensity
 
 
 def _attention_mlp_time_ratio(T: int) -> float:
     # one layer of the problem 4.1 model, one sequence of T tokens in prefill, bf16 on a v5e
     per_token, L = Q1.flops_breakdown(T, training=False), Q1.n_layers
-    H = Q1.head_dim
-    attention_bytes = 2 * (2 * T * Q1.n_heads * H + 2 * T * Q1.n_kv_heads * H)  # Q, O; K, V
+    heads = {"n_heads": Q1.n_heads, "n_kv_heads": Q1.n_kv_heads, "head_dim": Q1.head_dim}
+    attention_cost = transformer.attention_cost(T, T, **heads)
     mlp_bytes = 2 * (Q1.param_breakdown().mlp / L + 2 * T * Q1.d_model)  # weights, input, output
     rates = (V5E.bf16_flops_per_s, V5E.hbm_bytes_per_s)
-    attention = roofline.roofline_time(per_token.attention_flops / L * T, attention_bytes, *rates).t_lower
+    attention = roofline.roofline_time(attention_cost.flops, attention_cost.bytes, *rates).t_lower
     mlp = roofline.roofline_time(per_token.mlp_flops / L * T, mlp_bytes, *rates).t_lower
     return attention / mlp
 
 
 def _remat_extra_flops(B: int, T: int, N: int, H: int) -> float:
-    # the forward attention products of one layer: a one-layer multi-head config with these heads
-    heads = transformer.TransformerConfig(1, N * H, 1, N, N, H, 1)
-    return heads.flops_breakdown(T, training=False).attention_flops * B * T
+    # the forward attention products of one layer, multi-head, for each of the B sequences
+    return transformer.attention_cost(T, T, n_heads=N, n_kv_heads=N, head_dim=H).flops * B
 
 
 def _unembed_training_flops(B: int, T: int, D: int, V: int) -> float:
@@ -211,7 +216,7 @@ def _unembed_training_flops(B: int, T: int, D: int, V: int) -> float:
 
 def _moe_batch(E: int, k: int, flops_per_s: float, bytes_per_s: float) -> float:
     # int8 weights (E D F bytes), bf16 compute (2 k B D F FLOPs): 2 k B / E > ridge
-    return flops_per_s / bytes_per_s * E / (2 * k)
+    return transformer.moe_critical_batch(E, k, flops_per_s, bytes_per_s, bytes_per_weight=1)
 
 
 def _attention_inputs(sizes: tuple[int, int, int, int], n: int, seed: int):
