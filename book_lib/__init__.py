@@ -14,6 +14,7 @@ the first time it is used. The layers, lowest first:
 """
 
 import importlib
+from types import ModuleType
 
 __version__ = "0.1.0"
 __all__ = [
@@ -35,7 +36,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> ModuleType:
     if name in __all__:
         return importlib.import_module(f"book_lib.{name}")
     raise AttributeError(f"module 'book_lib' has no attribute {name!r}")

@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 
-def _check_qkv(q, k, v) -> None:
+def _check_qkv(q: jax.Array, k: jax.Array, v: jax.Array) -> None:
     if q.ndim != 2 or k.ndim != 2 or v.ndim != 2:
         raise ValueError(f"q.shape={q.shape!r}: q, k, v must be 2-D [length, head_dim]; allowed: 2-D arrays")
     if q.shape[1] != k.shape[1]:
@@ -38,7 +38,7 @@ def _check_qkv(q, k, v) -> None:
         raise ValueError(f"v.shape={v.shape!r}: length differs from k.shape={k.shape!r}; allowed: equal first dims")
 
 
-def naive_attention(q, k, v, *, causal: bool = False):
+def naive_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, causal: bool = False) -> jax.Array:
     """softmax(q k^T / sqrt(H)) v for one head, materialising the [T, S] scores.
 
     q: f32[T, H], k: f32[S, H], v: f32[S, H] -> f32[T, H]. With `causal`, query t sees keys s <= t + S - T.
@@ -56,7 +56,9 @@ def naive_attention(q, k, v, *, causal: bool = False):
     return jax.nn.softmax(scores, axis=-1) @ v
 
 
-def blockwise_attention(q, k, v, *, block_size: int, causal: bool = False):
+def blockwise_attention(
+    q: jax.Array, k: jax.Array, v: jax.Array, *, block_size: int, causal: bool = False
+) -> jax.Array:
     """The same result as `naive_attention`, over blocks of `block_size` keys with an online softmax.
 
     For each key block j: s = q k_j^T / sqrt(H); m' = max(m, rowmax s); l' = l e^(m - m') + rowsum e^(s - m');
@@ -76,7 +78,9 @@ def blockwise_attention(q, k, v, *, block_size: int, causal: bool = False):
     v_blocks = v.reshape(length // block_size, block_size, v.shape[1])
     starts = jnp.arange(length // block_size) * block_size
 
-    def step(carry, block):
+    def step(
+        carry: tuple[jax.Array, jax.Array, jax.Array], block: tuple[jax.Array, jax.Array, jax.Array]
+    ) -> tuple[tuple[jax.Array, jax.Array, jax.Array], None]:
         m, denom, o = carry
         k_j, v_j, start = block
         s = q @ k_j.T / math.sqrt(H)
@@ -94,7 +98,7 @@ def blockwise_attention(q, k, v, *, block_size: int, causal: bool = False):
     return o / denom[:, None]
 
 
-def init_layer(config: TransformerConfig, key) -> dict:
+def init_layer(config: TransformerConfig, key: jax.Array) -> dict:
     """Random f32 weights of one layer of `config` (dense MLP only): a dict of named arrays.
 
     Shapes: wq f32[D, N H], wk and wv f32[D, K H], wo f32[N H, D], w_gate and w_up f32[D, F],
@@ -119,11 +123,11 @@ def init_layer(config: TransformerConfig, key) -> dict:
     return params
 
 
-def _rms_norm(x, weight):
+def _rms_norm(x: jax.Array, weight: jax.Array) -> jax.Array:
     return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * weight
 
 
-def transformer_layer(params: dict, x, config: TransformerConfig):
+def transformer_layer(params: dict, x: jax.Array, config: TransformerConfig) -> jax.Array:
     """One pre-norm decoder layer on x: f32[T, D] -> f32[T, D] (bidirectional attention).
 
     h = x + O(attention(RMSNorm(x))); out = h + W_down(silu(W_gate n) * W_up n), n = RMSNorm(h).
@@ -145,7 +149,7 @@ def transformer_layer(params: dict, x, config: TransformerConfig):
     return h + inner @ params["w_down"]
 
 
-def stack_loss(layer_params: list[dict], x, config: TransformerConfig, *, remat: bool = False):
+def stack_loss(layer_params: list[dict], x: jax.Array, config: TransformerConfig, *, remat: bool = False) -> jax.Array:
     """mean(y ** 2) of y = the layers of `layer_params` applied to x: f32[T, D] -> f32[] (a scalar loss).
 
     With `remat`, each layer runs under `jax.checkpoint`: its backward pass recomputes the layer's
@@ -158,7 +162,7 @@ def stack_loss(layer_params: list[dict], x, config: TransformerConfig, *, remat:
     if not layer_params:
         raise ValueError(f"layer_params={layer_params!r}: no layers; allowed: a non-empty list of init_layer dicts")
 
-    def layer(params, h):
+    def layer(params: dict, h: jax.Array) -> jax.Array:
         return transformer_layer(params, h, config)
 
     step = jax.checkpoint(layer) if remat else layer

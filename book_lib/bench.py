@@ -9,8 +9,13 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from book_lib import checks
+
+if TYPE_CHECKING:
+    import jax
+    from jax.typing import DTypeLike
 
 __all__ = ["Timing", "time_jitted", "Peaks", "measure_peaks", "time_matmul", "time_add"]
 
@@ -38,7 +43,7 @@ class Timing:
         return (self.max_s - self.min_s) / self.median_s if self.median_s else 0.0
 
 
-def time_jitted(fn: Callable, *args, n_warmup: int = 2, n_runs: int = 7, min_time_s: float = 0.0) -> Timing:
+def time_jitted(fn: Callable, *args: Any, n_warmup: int = 2, n_runs: int = 7, min_time_s: float = 0.0) -> Timing:
     """Time `jax.jit(fn)(*args)`: compile first, warm up, then the median of `n_runs` blocked runs.
 
     Each run ends with `jax.block_until_ready` on the outputs, so asynchronous dispatch does not hide
@@ -93,13 +98,13 @@ class Peaks:
     dtype: str
 
 
-def _random(shape, dtype, seed: int, device):
+def _random(shape: tuple[int, ...], dtype: DTypeLike, seed: int, device: jax.Device) -> jax.Array:
     import jax
 
     return jax.device_put(jax.random.normal(jax.random.key(seed), shape, dtype=dtype), device)
 
 
-def measure_peaks(device, dtype, *, matmul_n: int = 2048, vector_n: int = 2**25) -> Peaks:
+def measure_peaks(device: jax.Device, dtype: DTypeLike, *, matmul_n: int = 2048, vector_n: int = 2**25) -> Peaks:
     """Measure peak FLOPs/s (an n x n x n matmul) and memory bandwidth (y = 2 x) on `device`.
 
     flops_per_s = 2 n^3 / t_matmul; bytes_per_s = 2 * vector_n * itemsize / t_scale, each from the
@@ -122,7 +127,7 @@ def measure_peaks(device, dtype, *, matmul_n: int = 2048, vector_n: int = 2**25)
     )
 
 
-def time_matmul(B: int, D: int, F: int, device, dtype, *, n_runs: int = 5) -> Timing:
+def time_matmul(B: int, D: int, F: int, device: jax.Device, dtype: DTypeLike, *, n_runs: int = 5) -> Timing:
     """Time X[B, D] @ Y[D, F] on `device` with random `dtype` inputs."""
     import jax.numpy as jnp
 
@@ -131,7 +136,7 @@ def time_matmul(B: int, D: int, F: int, device, dtype, *, n_runs: int = 5) -> Ti
     return time_jitted(jnp.matmul, x, y, n_runs=n_runs)
 
 
-def time_add(n: int, device, dtype, *, n_runs: int = 5) -> Timing:
+def time_add(n: int, device: jax.Device, dtype: DTypeLike, *, n_runs: int = 5) -> Timing:
     """Time x + y for two random vectors of n `dtype` values on `device`."""
     import jax.numpy as jnp
 

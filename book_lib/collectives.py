@@ -176,7 +176,7 @@ def _switched_path(chip: Chip, sizes: tuple[int, ...], name: str, link: str) -> 
     return _Path(bytes_per_s=rate, hops=1, wraparound=(False,) * len(sizes), switched=True)
 
 
-def _torus_path(chip: Chip, sizes: tuple[int, ...], name: str, wraparound) -> _Path:
+def _torus_path(chip: Chip, sizes: tuple[int, ...], name: str, wraparound: bool | tuple[bool, ...] | None) -> _Path:
     """ICI on a TPU: the physical rings of `topology` (wraparound None) or the ones asked for."""
     shown = sizes if name == "axis_sizes" else sizes[0]
     if wraparound is None:

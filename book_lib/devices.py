@@ -12,10 +12,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from book_lib import checks
 from book_lib.hardware import Chip, chip_from_device_kind
+
+if TYPE_CHECKING:
+    import jax
 
 __all__ = [
     "Choice",
@@ -235,7 +238,7 @@ def n_devices() -> int:
     return choice().n_mesh_devices
 
 
-def single_device():
+def single_device() -> jax.Device:
     """The device single-chip demos and timings use: the accelerator when there is one."""
     import jax
 
@@ -274,7 +277,7 @@ def mesh_shape(n_axes: int = 2) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def make_mesh(shape: Sequence[int], names: Sequence[str], *, axis_types: str = "explicit"):
+def make_mesh(shape: Sequence[int], names: Sequence[str], *, axis_types: str = "explicit") -> jax.sharding.Mesh:
     """A `jax.sharding.Mesh` of `shape` over the first prod(shape) mesh devices.
 
     Args:

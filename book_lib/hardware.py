@@ -15,6 +15,7 @@ import math
 import re
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 from book_lib import checks
 
@@ -158,11 +159,11 @@ class Chip:
         )
 
 
-def _tpu(**kw) -> Chip:
+def _tpu(**kw: Any) -> Chip:
     return Chip(family="tpu", **kw)
 
 
-def _gpu(**kw) -> Chip:
+def _gpu(**kw: Any) -> Chip:
     return Chip(family="gpu", ici_topology="nvswitch", **kw)
 
 

@@ -7,6 +7,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import jax
 
 __all__ = ["COLLECTIVES", "collective_counts", "hlo_text", "compile_on_cpu", "Cost", "cost"]
 
@@ -16,12 +22,13 @@ COLLECTIVES = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "coll
 _OP = re.compile(r"=\s*[^=]*?\b(" + "|".join(COLLECTIVES) + r")(?:-start)?\(")
 
 
-def hlo_text(compiled) -> str:
+def hlo_text(compiled: jax.stages.Compiled | str) -> str:
     """The HLO text of a compiled program (`jax.jit(f).lower(*a).compile()`), or the text itself."""
-    return compiled if isinstance(compiled, str) else compiled.as_text()
+    # Compiled.as_text() is typed `str | None` (None where a backend has no text view).
+    return compiled if isinstance(compiled, str) else compiled.as_text()  # type: ignore[return-value]
 
 
-def collective_counts(compiled) -> dict[str, int]:
+def collective_counts(compiled: jax.stages.Compiled | str) -> dict[str, int]:
     """How many of each collective a compiled program runs, keyed by the names in `COLLECTIVES`.
 
     A plain op, a `-start`/`-done` pair and an op wrapped in `async-start` each count once: the
@@ -39,7 +46,9 @@ def collective_counts(compiled) -> dict[str, int]:
     return counts
 
 
-def compile_on_cpu(fn, *args, static_argnums: int | tuple[int, ...] = ()):
+def compile_on_cpu(
+    fn: Callable[..., Any], *args: Any, static_argnums: int | tuple[int, ...] = ()
+) -> jax.stages.Compiled:
     """`jax.jit(fn)` compiled for the host CPU, with float32 matmuls exact ("highest" precision).
 
     XLA's HLO and `cost_analysis()` depend on the backend, and an accelerator's default matmul
@@ -73,7 +82,7 @@ class Cost:
     bytes_accessed: float
 
 
-def cost(compiled) -> Cost:
+def cost(compiled: jax.stages.Compiled) -> Cost:
     """`compiled.cost_analysis()` as a `Cost`, whether JAX returns a dict or a list of dicts."""
     raw = compiled.cost_analysis()
     parts = raw if isinstance(raw, (list, tuple)) else [raw]

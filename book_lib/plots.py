@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
@@ -18,6 +19,11 @@ from matplotlib.ticker import EngFormatter
 from book_lib import checks
 from book_lib import roofline as _roofline
 from book_lib.hardware import CHIPS, Chip
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.typing import RcKeyType
 
 __all__ = [
     "CHIP_COLORS",
@@ -39,7 +45,7 @@ _PALETTE = tuple(plt.get_cmap("tab10").colors) + ((0.0, 0.0, 0.0),)  # type: ign
 CHIP_COLORS: dict[str, tuple[float, float, float]] = {name: _PALETTE[i % len(_PALETTE)] for i, name in enumerate(CHIPS)}
 
 # The house style, applied inside every function here (importing this module changes no setting).
-STYLE = {
+STYLE: dict[RcKeyType, Any] = {
     "lines.linewidth": 2,
     "figure.figsize": (7.0, 4.2),
     "figure.dpi": 100,
@@ -51,8 +57,11 @@ STYLE = {
     "svg.hashsalt": "book_lib",
 }
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
-def _styled(plot: Callable) -> Callable:
+
+def _styled(plot: Callable[_P, _R]) -> Callable[_P, _R]:
     """`plot` drawing under `STYLE`; the settings it changes are put back when it returns.
 
     Only the keys of `STYLE` are saved and restored (matplotlib's own `rc_context` restores every
@@ -60,7 +69,7 @@ def _styled(plot: Callable) -> Callable:
     """
 
     @functools.wraps(plot)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         saved = {key: mpl.rcParams[key] for key in STYLE}
         mpl.rcParams.update(STYLE)
         try:
@@ -81,11 +90,11 @@ def chip_style(chip: Chip | str) -> dict:
     return {"color": CHIP_COLORS[chip.name], "linestyle": "-" if chip.is_tpu else "--", "lw": 2}
 
 
-def _new_axes(ax):
+def _new_axes(ax: Axes | None) -> tuple[Figure, Axes]:
     if ax is None:
         fig, ax = plt.subplots()
     else:
-        fig = ax.figure
+        fig = cast("Figure", ax.figure)  # a SubFigure if `ax` is on one; the book's plots draw on figures
     return fig, ax
 
 
@@ -97,8 +106,8 @@ def roofline(
     intensity_range: tuple[float, float] = (1.0, 1e4),
     points: Sequence[tuple[str, float]] = (),
     ridge_labels: bool = True,
-    ax=None,
-):
+    ax: Axes | None = None,
+) -> tuple[Figure, Axes]:
     """Log-log rooflines of `chips`: min(peak FLOPs/s, intensity x HBM bytes/s) against intensity.
 
     Each chip's ridge point (critical intensity) is a dotted vertical line labelled with its value;
@@ -140,8 +149,8 @@ def measured_vs_predicted(
     labels: Sequence[str],
     *,
     groups: Sequence[str] | None = None,
-    ax=None,
-):
+    ax: Axes | None = None,
+) -> tuple[Figure, Axes]:
     """Measured against predicted time (s), log-log, with the line measured = predicted.
 
     Args:
@@ -173,8 +182,8 @@ def throughput_vs_batch(
     curves: dict[str, Sequence[float]],
     *,
     peak_flops_per_s: float,
-    ax=None,
-):
+    ax: Axes | None = None,
+) -> tuple[Figure, Axes]:
     """Attainable throughput (FLOPs/s) against batch size, one curve per label, with the peak.
 
     Args:
@@ -198,8 +207,8 @@ def attention_share(
     shares: dict[str, Sequence[float]],
     *,
     quantity: str = "FLOPs",
-    ax=None,
-):
+    ax: Axes | None = None,
+) -> tuple[Figure, Axes]:
     """Fraction of a layer's FLOPs (or time) spent in dot-product attention against context length, log x.
 
     Book: Part 4 (Transformers), "Fractional cost of attention with context length".
@@ -221,7 +230,9 @@ def attention_share(
 
 
 @_styled
-def memory_bars(labels: Sequence[str], parts: dict[str, Sequence[float]], *, ax=None):
+def memory_bars(
+    labels: Sequence[str], parts: dict[str, Sequence[float]], *, ax: Axes | None = None
+) -> tuple[Figure, Axes]:
     """Stacked horizontal bars of memory (bytes) per configuration, one colour per part.
 
     Book: Part 4 (Transformers), "Gradient checkpointing".
@@ -244,7 +255,7 @@ def memory_bars(labels: Sequence[str], parts: dict[str, Sequence[float]], *, ax=
 
 
 @_styled
-def systolic_snapshots(active: np.ndarray, cycles_to_show: Sequence[int]):
+def systolic_snapshots(active: np.ndarray, cycles_to_show: Sequence[int]) -> tuple[Figure, Axes]:
     """One panel per cycle: which elements of a systolic grid do a multiply-add (dark) at that cycle.
 
     Args:
@@ -263,7 +274,7 @@ def systolic_snapshots(active: np.ndarray, cycles_to_show: Sequence[int]):
 
 
 @_styled
-def chip_rates(chips: Sequence[Chip | str], *, ax=None):
+def chip_rates(chips: Sequence[Chip | str], *, ax: Axes | None = None) -> tuple[Figure, Axes]:
     """Each chip's dense bf16 peak (FLOPs/s) against two bandwidths (bytes/s), log-log.
 
     Filled marker: HBM bandwidth; hollow marker: one ICI link in one direction (NVLink for GPUs),
@@ -294,7 +305,7 @@ def chip_rates(chips: Sequence[Chip | str], *, ax=None):
 
 
 @_styled
-def bandwidth_bars(chips: Sequence[Chip | str], *, ax=None):
+def bandwidth_bars(chips: Sequence[Chip | str], *, ax: Axes | None = None) -> tuple[Figure, Axes]:
     """Grouped bars, log scale: per chip, HBM, one ICI link (one way), PCIe and its share of DCN (bytes/s).
 
     The DCN bar is the host's egress shared by its chips (`Chip.dcn_bytes_per_s_per_chip`).
@@ -321,7 +332,7 @@ def bandwidth_bars(chips: Sequence[Chip | str], *, ax=None):
 
 
 @_styled
-def save(fig, path: str | Path) -> Path:
+def save(fig: Figure, path: str | Path) -> Path:
     """Write `fig` so that a rerun gives identical bytes (no dates, no software tag), then close it."""
     path = Path(path)
     metadata = {".png": {"Software": None}, ".svg": {"Date": None}, ".pdf": {"CreationDate": None}}
@@ -336,8 +347,8 @@ def collective_time_vs_size(
     curves: dict[str, Sequence[float]],
     *,
     knees: dict[str, float] | None = None,
-    ax=None,
-):
+    ax: Axes | None = None,
+) -> tuple[Figure, Axes]:
     """Time of collectives (s) against the array size V (bytes), log-log, one curve per label.
 
     Each of `knees` (label -> bytes) is a dotted vertical line in its curve's colour at the size

@@ -14,6 +14,15 @@ Book: Part 1 (Rooflines), on bf16 matmuls with float32 accumulation; JAX's `Prec
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from jax._src.interpreters.mlir import LoweringRuleContext
+    from jax._src.lax.lax import CanonicalPrecision
+    from jax._src.lib.mlir import ir
+
 __all__ = ["ENV_VAR", "MANTISSA_BITS", "emulate", "emulated"]
 
 ENV_VAR = "BOOK_LIB_MATMUL_PRECISION"
@@ -28,7 +37,7 @@ def emulated() -> str | None:
     return _EMULATED
 
 
-def _rounds(precision, index: int) -> bool:
+def _rounds(precision: CanonicalPrecision, index: int) -> bool:
     """True when operand `index` of a dot with canonical `precision` runs at the default precision."""
     from jax.lax import Precision
 
@@ -63,10 +72,13 @@ def emulate(kind: str) -> None:
     exact = mlir._platform_specific_lowerings["cpu"][dot_general_p]
     bits = MANTISSA_BITS[kind]
 
-    def rounded(ctx, lhs, rhs, *, precision, **params):
+    def rounded(
+        ctx: LoweringRuleContext, lhs: ir.Value, rhs: ir.Value, *, precision: CanonicalPrecision, **params: Any
+    ) -> Sequence[ir.Value | Sequence[ir.Value]]:
         operands = []
         for index, (value, aval) in enumerate(zip((lhs, rhs), ctx.avals_in, strict=True)):
-            if aval.dtype == np.float32 and _rounds(precision, index):
+            # `avals_in` is typed as core.AbstractValue; a dot's operands are ShapedArrays, which have a dtype.
+            if aval.dtype == np.float32 and _rounds(precision, index):  # type: ignore[attr-defined]
                 value = hlo.reduce_precision(value, mlir.i32_attr(8), mlir.i32_attr(bits))
             operands.append(value)
         return exact.rule(ctx, *operands, precision=precision, **params)

@@ -24,8 +24,13 @@ Worked problems 3.8 and 3.10.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from book_lib import collectives
 from book_lib.sharding import ShardedArray, parse
+
+if TYPE_CHECKING:
+    import jax
 
 __all__ = [
     "OPS",
@@ -44,7 +49,7 @@ def _ring(n: int) -> list[tuple[int, int]]:
     return [(i, (i + 1) % n) for i in range(n)]
 
 
-def _blocks(x, n: int, name: str):
+def _blocks(x: jax.Array, n: int, name: str) -> jax.Array:
     """x with its first axis split into n equal blocks: shape (n, rows / n, ...)."""
     if x.ndim == 0 or x.shape[0] % n:
         raise ValueError(
@@ -54,7 +59,7 @@ def _blocks(x, n: int, name: str):
     return x.reshape((n, x.shape[0] // n) + tuple(x.shape[1:]))
 
 
-def all_gather(x, axis_name: str, *, bidirectional: bool = False):
+def all_gather(x: jax.Array, axis_name: str, *, bidirectional: bool = False) -> jax.Array:
     """Every device's block of `axis_name`, concatenated along axis 0 in device order.
 
     Ring algorithm: keep your own block; n - 1 times, pass on the block you received last and file
@@ -91,7 +96,7 @@ def all_gather(x, axis_name: str, *, bidirectional: bool = False):
     return out.reshape((n * x.shape[0],) + tuple(x.shape[1:]))
 
 
-def reduce_scatter(x, axis_name: str):
+def reduce_scatter(x: jax.Array, axis_name: str) -> jax.Array:
     """Block `me` of the sum of every device's `x`: split axis 0 into n blocks, sum, keep your own.
 
     Ring algorithm: start with block me - 1 of your own x; n - 1 times, pass the running sum to the
@@ -120,7 +125,7 @@ def reduce_scatter(x, axis_name: str):
     return total
 
 
-def all_reduce(x, axis_name: str):
+def all_reduce(x: jax.Array, axis_name: str) -> jax.Array:
     """The sum of every device's `x` over `axis_name`, on every device: reduce_scatter then all_gather.
 
     2 (n - 1) ring steps, each moving one block of rows / n: twice an AllGather's traffic.
@@ -132,7 +137,7 @@ def all_reduce(x, axis_name: str):
     return all_gather(reduce_scatter(x, axis_name), axis_name)
 
 
-def all_to_all(x, axis_name: str):
+def all_to_all(x: jax.Array, axis_name: str) -> jax.Array:
     """Block j of axis 0 goes to device j; device me returns the blocks it received, in source order.
 
     Ring algorithm: each device packs the n - 1 blocks meant for the others (for me + 1, me + 2, ...)
@@ -166,7 +171,7 @@ def all_to_all(x, axis_name: str):
     return out.reshape(x.shape)
 
 
-def partition_spec(array: ShardedArray | str):
+def partition_spec(array: ShardedArray | str) -> jax.sharding.PartitionSpec:
     """The `jax.P` that lays an array out as the book's notation says: A[I_XY, J] -> P(("X", "Y"), None).
 
     One entry per dimension: None when unsplit, the axis name when one mesh axis splits it, a tuple

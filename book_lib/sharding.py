@@ -374,7 +374,13 @@ def _common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
     return a[:n]
 
 
-def _operands(lhs, rhs, contracting, sizes, mesh) -> tuple[ShardedArray, ShardedArray, str, str, list[str]]:
+def _operands(
+    lhs: ShardedArray | str,
+    rhs: ShardedArray | str,
+    contracting: str | tuple[str, str],
+    sizes: Mapping[str, int],
+    mesh: Mapping[str, int],
+) -> tuple[ShardedArray, ShardedArray, str, str, list[str]]:
     """Step 1: parse and check the operands; (lhs, rhs, lhs contracting dim, rhs one, output dims)."""
     lhs = parse(lhs) if isinstance(lhs, str) else lhs
     rhs = parse(rhs) if isinstance(rhs, str) else rhs
@@ -412,7 +418,9 @@ def _operands(lhs, rhs, contracting, sizes, mesh) -> tuple[ShardedArray, Sharded
     return lhs, rhs, c_lhs, c_rhs, out_dims
 
 
-def _ring_axes(wraparound, mesh: Mapping[str, int], chip: Chip) -> dict[str, bool] | None:
+def _ring_axes(
+    wraparound: bool | Mapping[str, bool] | None, mesh: Mapping[str, int], chip: Chip
+) -> dict[str, bool] | None:
     """Per mesh axis, whether it is a ring: None for ICI slices found by `collectives` (GPUs), else a dict.
 
     None (the default) asks `topology` about the mesh as a slice of its own; a bool or a mapping
@@ -443,7 +451,15 @@ def _ring_axes(wraparound, mesh: Mapping[str, int], chip: Chip) -> dict[str, boo
     raise ValueError(f"wraparound={wraparound!r}: not a bool or mapping; allowed: None, True, False or axis -> bool")
 
 
-def _gathers(lhs, rhs, c_lhs, c_rhs, sizes, mesh, bytes_per_element) -> tuple[dict, set[int], tuple[str, ...]]:
+def _gathers(
+    lhs: ShardedArray,
+    rhs: ShardedArray,
+    c_lhs: str,
+    c_rhs: str,
+    sizes: Mapping[str, int],
+    mesh: Mapping[str, int],
+    bytes_per_element: float,
+) -> tuple[dict, set[int], tuple[str, ...]]:
     """Step 2: which mesh axes each operand must gather, the cases of Part 3 met, and the shared axes.
 
     Case 2: the contracting dim is sharded differently in the two operands (gather the difference);
@@ -470,7 +486,16 @@ def _gathers(lhs, rhs, c_lhs, c_rhs, sizes, mesh, bytes_per_element) -> tuple[di
     return gather, cases, shared
 
 
-def _local_matmul(left, right, c_lhs, c_rhs, sizes, mesh, chip: Chip, bytes_per_element) -> RooflineTime:
+def _local_matmul(
+    left: ShardedArray,
+    right: ShardedArray,
+    c_lhs: str,
+    c_rhs: str,
+    sizes: Mapping[str, int],
+    mesh: Mapping[str, int],
+    chip: Chip,
+    bytes_per_element: float,
+) -> RooflineTime:
     """Step 3: the roofline of the local block product (2 M K N FLOPs; operands and output through HBM)."""
     shape_l, shape_r = left.local_shape(sizes, mesh), right.local_shape(sizes, mesh)
     m = math.prod(s for d, s in zip(left.dims, shape_l, strict=True) if d != c_lhs)
@@ -478,6 +503,63 @@ def _local_matmul(left, right, c_lhs, c_rhs, sizes, mesh, chip: Chip, bytes_per_
     k = shape_l[left.dims.index(c_lhs)]
     cost = matmul_cost(m, k, n, bytes_per_element, bytes_per_element, bytes_per_element)
     return roofline_time(cost.flops, cost.bytes, chip.bf16_flops_per_s, chip.hbm_bytes_per_s)
+
+
+@dataclass(frozen=True, slots=True)
+class _Network:
+    """What a collective of a plan runs on: the chip's links, the mesh, which axes are rings."""
+
+    chip: Chip
+    mesh: Mapping[str, int]
+    rings: dict[str, bool] | None
+    hop_latency_s: float
+
+    def time_s(self, op: str, array_bytes: float, axes: tuple[str, ...]) -> float:
+        wraps = None if self.rings is None else tuple(self.rings[a] for a in axes)
+        return collectives.collective_time(
+            op, array_bytes, tuple(self.mesh[a] for a in axes), self.chip, wraparound=wraps,
+            hop_latency_s=self.hop_latency_s,
+        ).total_s  # fmt: skip
+
+
+def _gather_steps(
+    operands: dict[str, ShardedArray],
+    gather: dict[str, list[str]],
+    sizes: Mapping[str, int],
+    element: float,
+    net: _Network,
+) -> tuple[list[PlanStep], dict[str, ShardedArray]]:
+    """Step 2b: one multi-axis AllGather per operand that needs one; the operands as they then are."""
+    steps, ready = [], {}
+    for side, arr in operands.items():
+        axes = tuple(gather[side])
+        ready[side] = arr.all_gather(*axes)
+        if axes:
+            v = ready[side].local_bytes(sizes, net.mesh, element)
+            text = f"AllGather_{_sub(axes)} {arr} -> {ready[side]}"
+            steps.append(PlanStep(op="AllGather", axes=axes, text=text, time_s=net.time_s("all_gather", v, axes)))
+    return steps, ready
+
+
+def _reduction(
+    result: ShardedArray,
+    shared: tuple[str, ...],
+    reduce: str,
+    dim: str,
+    sizes: Mapping[str, int],
+    element: float,
+    net: _Network,
+) -> tuple[ShardedArray, PlanStep]:
+    """Step 4 (case 3): AllReduce the partial sums, or ReduceScatter them onto `dim`."""
+    v = result.local_bytes(sizes, net.mesh, element)
+    if reduce == "all_reduce":
+        done, op, text = result.all_reduce(*shared), "AllReduce", f"AllReduce_{_sub(shared)}"
+    else:
+        done, op = result.reduce_scatter(*shared, dim=dim), "ReduceScatter"
+        done.local_shape(sizes, net.mesh)
+        text = f"ReduceScatter_{{{','.join(shared)},{dim}}}"
+    step = PlanStep(op=op, axes=shared, text=f"{text} {result} -> {done}", time_s=net.time_s(reduce, v, shared))
+    return done, step
 
 
 def matmul_plan(
@@ -497,36 +579,26 @@ def matmul_plan(
 ) -> MatmulPlan:
     """Plan lhs ·_contracting rhs on a mesh: which case, which collectives, result sharding, time.
 
-    Steps: AllGather what cases 2 and 4 need (one multi-axis AllGather per operand), multiply the
-    local blocks (flops = 2 M K N of the local shapes, on bf16_flops_per_s and hbm_bytes_per_s),
-    then, in case 3, AllReduce or ReduceScatter the partial sums. The output dimensions are the
-    non-contracting dims of lhs, then those of rhs. Collective times come from
-    `collectives.collective_time` over ICI, with V the operand (or partial-sum) block one device
-    holds after a gather, or before a reduction.
-    Book: Part 3 (Sharded Matrices and How to Multiply Them), "Computation With Sharded Arrays".
+    AllGather what cases 2 and 4 need (one multi-axis AllGather per operand), multiply the local
+    blocks (2 M K N FLOPs on bf16_flops_per_s and hbm_bytes_per_s), then in case 3 AllReduce or
+    ReduceScatter the partial sums. Output dims: lhs's non-contracting ones, then rhs's. Collective
+    times: `collectives.collective_time` over ICI, V the block a device holds after a gather or
+    before a reduction. Book: Part 3 (Sharded Matrices), "Computation With Sharded Arrays".
 
     Args:
-        lhs, rhs: operands, as `ShardedArray` or notation text; neither may be unreduced.
-        contracting: the dimension summed over, present in both; or a pair (lhs dim, rhs dim)
-            when the two names differ.
-        sizes: dimension name -> length (counts).
-        mesh: mesh axis name -> devices along it (counts).
-        chip: a `Chip` or a name for `hardware.get_chip`.
-        bytes_per_element: element width of operands and output (bytes; 2 for bf16).
-        reduce: in case 3, `"all_reduce"`, `"reduce_scatter"` (onto `scatter_dim`) or `"none"`
-            (leave C unreduced).
-        scatter_dim: output dimension a ReduceScatter shards; default the last one.
-        out_name: name of the output array.
-        wraparound: None for the physical rings of the mesh as a slice (`topology`); a bool for
-            all axes, or one per mesh axis, for the text's idealised rings and lines.
+        lhs, rhs: operands (`ShardedArray` or notation text), not unreduced.
+        contracting: the dimension summed over, or a (lhs dim, rhs dim) pair when the names differ.
+        sizes, mesh: dimension -> length; mesh axis -> devices (counts).
+        chip: a `Chip` or a name; bytes_per_element: element width (2 for bf16).
+        reduce: case 3's `"all_reduce"`, `"reduce_scatter"` (onto `scatter_dim`, default the last
+            output dim) or `"none"` (C stays unreduced); out_name: the output's name.
+        wraparound: None for the physical rings of the mesh as a slice (`topology`); a bool, or
+            one per mesh axis, for the text's idealised rings and lines.
         hop_latency_s: fixed cost of one ICI hop (s).
 
     Raises:
-        ValueError: a contracting dimension missing from an operand or with sizes that disagree;
-            a non-contracting dimension name in both operands; an unreduced operand; a mesh axis
-            used twice in one operand or missing from `mesh`; a size not divisible by its mesh
-            axes; an unknown `reduce` or `scatter_dim`; a `wraparound` mapping without some axis;
-            a mesh that is no slice of `chip` (with the default wraparound).
+        ValueError: operands, sizes and mesh that do not fit (see `ShardedArray.local_shape`); an unknown
+            `reduce` or `scatter_dim`; a `wraparound` without some axis; a mesh that is no slice of `chip`.
     """
     chip = checks.chip(chip)
     checks.positive("bytes_per_element", bytes_per_element)
@@ -534,47 +606,19 @@ def matmul_plan(
     checks.one_of("reduce", reduce, _REDUCE)
     if scatter_dim is not None:
         checks.one_of("scatter_dim", scatter_dim, out_dims)
-    rings = _ring_axes(wraparound, mesh, chip)
-
-    def collective(op: str, v: float, axes: tuple[str, ...]) -> float:
-        wraps = None if rings is None else tuple(rings[a] for a in axes)
-        sizes_ = tuple(mesh[a] for a in axes)
-        return collectives.collective_time(op, v, sizes_, chip, wraparound=wraps, hop_latency_s=hop_latency_s).total_s
-
+    net = _Network(chip=chip, mesh=mesh, rings=_ring_axes(wraparound, mesh, chip), hop_latency_s=hop_latency_s)
     gather, cases, shared = _gathers(lhs, rhs, c_lhs, c_rhs, sizes, mesh, bytes_per_element)
-    steps: list[PlanStep] = []
-    ready = {}
-    for side, arr in (("lhs", lhs), ("rhs", rhs)):
-        axes = tuple(gather[side])
-        ready[side] = arr.all_gather(*axes)
-        if axes:
-            v = ready[side].local_bytes(sizes, mesh, bytes_per_element)
-            text = f"AllGather_{_sub(axes)} {arr} -> {ready[side]}"
-            steps.append(PlanStep(op="AllGather", axes=axes, text=text, time_s=collective("all_gather", v, axes)))
-
+    steps, ready = _gather_steps({"lhs": lhs, "rhs": rhs}, gather, sizes, bytes_per_element, net)
     left, right = ready["lhs"], ready["rhs"]
     out_axes = [ax for d, ax in zip(left.dims, left.axes, strict=True) if d != c_lhs]
     out_axes += [ax for d, ax in zip(right.dims, right.axes, strict=True) if d != c_rhs]
     result = ShardedArray(name=out_name, dims=tuple(out_dims), axes=tuple(out_axes), unreduced=shared)
     local = _local_matmul(left, right, c_lhs, c_rhs, sizes, mesh, chip, bytes_per_element)
     steps.append(PlanStep(op="Matmul", axes=(), text=f"{left} ·_{c_lhs} {right} -> {result}", time_s=local.t_lower))
-
     if shared and reduce != "none":
-        v = result.local_bytes(sizes, mesh, bytes_per_element)
-        if reduce == "all_reduce":
-            done, op, text = result.all_reduce(*shared), "AllReduce", f"AllReduce_{_sub(shared)}"
-        else:
-            dim = scatter_dim or out_dims[-1]
-            done, op = result.reduce_scatter(*shared, dim=dim), "ReduceScatter"
-            done.local_shape(sizes, mesh)
-            text = f"ReduceScatter_{{{','.join(shared)},{dim}}}"
-        seconds = collective(reduce, v, shared)
-        steps.append(PlanStep(op=op, axes=shared, text=f"{text} {result} -> {done}", time_s=seconds))
-        result = done
+        result, step = _reduction(result, shared, reduce, scatter_dim or out_dims[-1], sizes, bytes_per_element, net)
+        steps.append(step)
+    comms_s = sum(step.time_s for step in steps if step.op != "Matmul")
     return MatmulPlan(
-        cases=tuple(sorted(cases)) or (1,),
-        steps=tuple(steps),
-        result=result,
-        matmul=local,
-        comms_s=sum(s.time_s for s in steps if s.op != "Matmul"),
+        cases=tuple(sorted(cases)) or (1,), steps=tuple(steps), result=result, matmul=local, comms_s=comms_s
     )

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from types import MappingProxyType
+from typing import Any
 
 from book_lib import checks
 from book_lib.roofline import OpCost
@@ -437,7 +438,7 @@ _HF = "https://huggingface.co/{}/blob/main/config.json"
 _BOOK = "How to Scale Your Model, {}"
 
 
-def _llama(name: str, repo: str, L: int, D: int, F: int, N: int, K: int, V: int, **kw) -> TransformerConfig:
+def _llama(name: str, repo: str, L: int, D: int, F: int, N: int, K: int, V: int, **kw: Any) -> TransformerConfig:
     """A released checkpoint with 128-wide heads (all the presets here): n_layers L, d_model D, ..."""
     return TransformerConfig(
         n_layers=L, d_model=D, d_ff=F, n_heads=N, n_kv_heads=K, head_dim=128, vocab_size=V, name=name,
