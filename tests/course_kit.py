@@ -30,8 +30,8 @@ def reference_answers(assignment: str, values: dict | None = None) -> dict[str, 
     }
 
 
-def wrong_answer(key: Key, gid: str, solution: str) -> str:
-    """The reference answer followed by lines that make it wrong."""
+def wrong_answer(key: Key, gid: str, solution: str, values: dict | None = None) -> str:
+    """The reference answer followed by lines that make it wrong (for a class's `values`)."""
     lines = [solution]
     if key.kind == "value":
         lines += [f"{n} = {n} * 1.5 + 1.0" for n in key.names]
@@ -44,7 +44,7 @@ def wrong_answer(key: Key, gid: str, solution: str) -> str:
             "    return tuple(v * 1.5 + 1 for v in result) if isinstance(result, tuple) else result * 1.5 + 1",
         ]
     else:
-        wrong = next(c for c in key.choices if c != key.answer())
+        wrong = next(c for c in key.choices if c != key.answer(values))
         lines.append(f"{key.names[0]} = {wrong!r}")
     return "\n".join(lines)
 

@@ -29,7 +29,10 @@ def graded(request, tmp_path_factory):
         "blank": {},
         "reference": reference,
         "public": reference_answers(assignment),
-        "wrong": {g + "_answer": wrong_answer(keys[g], g, reference[g + "_answer"]) for g in keys},
+        "wrong": {
+            g + "_answer": wrong_answer(keys[g], g, reference[g + "_answer"], course.values[assignment].get(g))
+            for g in keys
+        },
     }
     if plausible:
         students["plausible"] = {**reference, **{g + "_answer": src for g, src in plausible.items()}}

@@ -30,7 +30,7 @@ SANDBOXED = pytest.mark.skipif(not sandbox_works(), reason="needs a working bubb
 
 def _wrong_answers(assignment, values=None):
     keys, reference = keys_for(assignment), reference_answers(assignment, values)
-    return {g + "_answer": wrong_answer(keys[g], g, reference[g + "_answer"]) for g in keys}
+    return {g + "_answer": wrong_answer(keys[g], g, reference[g + "_answer"], (values or {}).get(g)) for g in keys}
 
 
 def _with_attack(answers, attack, assignment=CH01):

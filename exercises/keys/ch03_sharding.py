@@ -2,68 +2,169 @@
 
 from __future__ import annotations
 
+import random
+
 from book_lib import collectives, hardware, ring, sharding, topology
 from exercises.keys import JaxCheck, Key
 
-V4 = hardware.get_chip("tpu-v4")
-V5E = hardware.get_chip("tpu-v5e")
 V5P = hardware.get_chip("tpu-v5p")
 
-# The rates the statements print, each with the book_lib value it must match
+# The rates problem 3.4's function question (Q4a) prints, each with the book_lib value it must match
 # (tests/test_exercises.py checks that every one appears in a statement and agrees within 0.5 %).
+# The value and choice problems print their chip's rates from book_lib through the templates.
 GIVENS = [
-    ("4.5 \\times 10^{10}", V5E.ici_bytes_per_s),
-    ("4.5 \\times 10^{10}", V4.ici_bytes_per_s),
-    ("1.97 \\times 10^{14}", V5E.bf16_flops_per_s),
     ("4.59 \\times 10^{14}", V5P.bf16_flops_per_s),
-    ("2.8 \\times 10^{12}", V5P.hbm_bytes_per_s),
     ("9 \\times 10^{10}", V5P.ici_bytes_per_s),
 ]
 HOP_S = collectives.HOP_LATENCY_S  # 1 us per ICI hop, stated in the header
+
+# What a class's variant may draw.
+TPUS = ("tpu-v2", "tpu-v3", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-7x")
+TPUS_2D = ("tpu-v2", "tpu-v3", "tpu-v5e", "tpu-v6e")  # 2D tori: an axis wraps only at the pod's side
+TPUS_3D = ("tpu-v4", "tpu-v5p", "tpu-7x")  # 3D tori: every axis wraps when every side is a multiple of 4
+# 3D slices (X, Y, Z): whole 4x4x4 cubes (every axis a ring) and smaller ones (every axis a line).
+SHAPES_3D = (
+    (4, 4, 4),
+    (4, 4, 8),
+    (4, 8, 4),
+    (8, 4, 4),
+    (4, 8, 8),
+    (8, 8, 8),
+    (4, 4, 16),
+    (2, 4, 4),
+    (4, 2, 4),
+    (2, 2, 4),
+)
+# Rings of X chips each chip family can close: an axis of whole cubes, or a 2D pod's full side.
+RINGS = {
+    "tpu-v4": (4, 8, 16),
+    "tpu-v5p": (4, 8, 16),
+    "tpu-7x": (4, 8, 16),
+    "tpu-v2": (16,),
+    "tpu-v3": (32,),
+    "tpu-v5e": (16,),
+    "tpu-v6e": (16,),
+}
+DTYPE_BYTES = {"int8": 1, "bf16": 2, "f32": 4}
+
+
+def _chip(name: str) -> hardware.Chip:
+    return hardware.get_chip(name)
+
+
+def _draw_2d_mesh(r: random.Random, sizes: tuple[int, ...] = (2, 4, 8)) -> dict:
+    """A 2D-torus chip and a mesh {X: x, Y: y} of a slice with both axes shorter than its pod's side."""
+    tpu = r.choice(TPUS_2D)
+    return {"tpu": tpu, "x": r.choice(sizes), "y": r.choice(sizes)}
+
+
+def _draw_3d_mesh(r: random.Random) -> dict:
+    x, y, z = r.choice(SHAPES_3D)
+    return {"tpu": r.choice(TPUS_3D), "x": x, "y": y, "z": z}
 
 
 # --- pop quizzes -----------------------------------------------------------------------------------
 
 
-def _pop_quiz_bytes() -> dict[str, float]:
-    a, sizes, mesh = sharding.parse("A[I_XY, J]"), {"I": 128, "J": 2048}, {"X": 2, "Y": 8, "Z": 2}
+def _pop_quiz_bytes(dtype: str, i: int, j: int, x: int, y: int, z: int) -> dict[str, float]:
+    a, sizes, mesh = sharding.parse("A[I_XY, J]"), {"I": i, "J": j}, {"X": x, "Y": y, "Z": z}
     return {
-        "bytes_per_device": a.local_bytes(sizes, mesh, bytes_per_element=1),
-        "bytes_all_devices": a.total_bytes(sizes, mesh, bytes_per_element=1),
+        "bytes_per_device": a.local_bytes(sizes, mesh, bytes_per_element=DTYPE_BYTES[dtype]),
+        "bytes_all_devices": a.total_bytes(sizes, mesh, bytes_per_element=DTYPE_BYTES[dtype]),
     }
 
 
-def _pop_quiz_gather(E: int, F: int) -> collectives.CollectiveTime:
-    # AllGather_Y [E_Y, F] -> [E, F] on a v5e {X: 8, Y: 4}: an axis of 4 has no wraparound on a v5e.
-    grid = topology.Slice.of(V5E, (8, 4))
-    return collectives.collective_time("all_gather", 2 * E * F, 4, V5E, wraparound=grid.wraparound[1])
+def _draw_pop_quiz_bytes(r: random.Random) -> dict:
+    return {
+        "dtype": r.choice(tuple(DTYPE_BYTES)),
+        "i": r.choice((128, 256, 512, 1024)),
+        "j": r.choice((1024, 4096, 8192)),
+        "x": r.choice((2, 4, 8)),
+        "y": r.choice((2, 4, 8, 16)),
+        "z": r.choice((2, 4, 8)),
+    }
 
 
-# --- problems 3.2 and 3.3: a v4 4x4x4 cube, every axis wraps ------------------------------------------
+def _gather_y(tpu: str, x: int, y: int, e: int, f: int) -> collectives.CollectiveTime:
+    """AllGather_Y [E_Y, F] -> [E, F] (bf16) on a slice x by y; an axis wraps only at the pod's side."""
+    grid = topology.Slice.of(tpu, (x, y))
+    return collectives.collective_time("all_gather", 2 * e * f, y, tpu, wraparound=grid.wraparound[1])
 
-CUBE = topology.Slice.of(V4, "4x4x4")
-B32, D32 = 1024, 4096
+
+def _draw_gather_big(r: random.Random) -> dict:
+    """A bandwidth-bound AllGather: the bandwidth time at least 3 times the latency."""
+    while True:
+        values = {
+            **_draw_2d_mesh(r),
+            "e": r.choice((1024, 2048, 4096, 8192)),
+            "f": r.choice((2048, 4096, 8192, 16384)),
+        }
+        gather = _gather_y(**values)
+        if gather.bandwidth_s >= 3 * gather.latency_s:
+            return values
 
 
-def _problem_3_2() -> dict[str, float]:
-    wraps = CUBE.wraparound
-    gather_x = collectives.all_gather_time(2 * B32 * D32 / 4, 4, V4, wraparound=wraps[0])  # [B_X, D_Y] keeps D / |Y|
-    gather_xy = collectives.all_gather_time_multi(2 * B32 * D32, (4, 4), V4, wraparound=wraps[:2])
-    reduce_z = collectives.all_reduce_time(2 * B32 * D32 / 16, 4, V4, wraparound=wraps[2])
+def _draw_gather_small(r: random.Random) -> dict:
+    return {**_draw_2d_mesh(r), "e": r.choice((64, 128, 256, 512)), "f": r.choice((128, 256, 512, 1024))}
+
+
+def _draw_gather_bound(r: random.Random) -> dict:
+    """Sizes on both sides of the latency-bandwidth crossover, not too near it (a clear answer)."""
+    while True:
+        values = {**_draw_2d_mesh(r), "e": r.choice((64, 128, 256, 512)), "f": r.choice((128, 256, 512, 1024, 2048))}
+        gather = _gather_y(**values)
+        if not 0.8 < gather.bandwidth_s / gather.latency_s < 1.25:
+            return values
+
+
+def _replication(x: int, y: int, z: int, axis: str) -> dict[str, float]:
+    sizes, mesh = {"I": 1024, "J": 8, "K": 8}, {"X": x, "Y": y, "Z": z}
+    total = sharding.parse(f"A[I_{axis}, J, K]").total_bytes(sizes, mesh)
+    return {"total_over_one_copy": total / sharding.parse("A[I, J, K]").global_bytes(sizes)}
+
+
+# --- problems 3.2 and 3.3: a 3D slice; whole cubes wrap every axis ------------------------------------------
+
+
+def _problem_3_2(tpu: str, x: int, y: int, z: int, b: int, d: int) -> dict[str, float]:
+    wraps = topology.Slice.of(tpu, (x, y, z)).wraparound
+    gather_x = collectives.all_gather_time(2 * b * d / y, x, tpu, wraparound=wraps[0])  # [B_X, D_Y] keeps D / |Y|
+    gather_xy = collectives.all_gather_time_multi(2 * b * d, (x, y), tpu, wraparound=wraps[:2])
+    reduce_z = collectives.all_reduce_time(2 * b * d / (x * y), z, tpu, wraparound=wraps[2])
     return {"gather_x_s": gather_x, "gather_xy_s": gather_xy, "all_reduce_z_s": reduce_z}
 
 
-def _problem_3_3() -> collectives.CollectiveTime:
-    return collectives.collective_time("all_gather", 2 * 128, 4, V4, wraparound=CUBE.wraparound[0])
+def _draw_3_2(r: random.Random) -> dict:
+    return {**_draw_3d_mesh(r), "b": r.choice((256, 512, 2048, 4096)), "d": r.choice((2048, 8192, 16384))}
 
 
-# --- problem 3.4: two strategies for X[B, D] . W[D_X, F] on a v5p ring -----------------------------------
+def _problem_3_3(tpu: str, x: int, y: int, z: int, b: int) -> collectives.CollectiveTime:
+    wraps = topology.Slice.of(tpu, (x, y, z)).wraparound
+    return collectives.collective_time("all_gather", 2 * b, x, tpu, wraparound=wraps[0])
 
 
-def _strategies(B: int, D: int, F: int, X: int) -> tuple[sharding.MatmulPlan, sharding.MatmulPlan]:
+def _draw_3_3_tiny(r: random.Random) -> dict:
+    """A vector small enough that every slice's gather is latency-bound."""
+    return {**_draw_3d_mesh(r), "b": r.choice((64, 128, 256, 512, 1024))}
+
+
+def _draw_3_3_bound(r: random.Random) -> dict:
+    while True:
+        values = {**_draw_3d_mesh(r), "b": r.choice((128, 1024, 2**14, 2**17, 2**19, 2**21))}
+        gather = _problem_3_3(**values)
+        if not 0.8 < gather.bandwidth_s / gather.latency_s < 1.25:
+            return values
+
+
+# --- problem 3.4: two strategies for X[B, D] . W[D_X, F] on a ring -----------------------------------------
+
+
+def _strategies(
+    B: int, D: int, F: int, X: int, tpu: str = "tpu-v5p"
+) -> tuple[sharding.MatmulPlan, sharding.MatmulPlan]:
     sizes, mesh = {"B": B, "D": D, "F": F}, {"X": X}
-    gather = sharding.matmul_plan("A[B, D]", "W[D_X, F]", contracting="D", sizes=sizes, mesh=mesh, chip=V5P)
-    reduce = sharding.matmul_plan("A[B, D_X]", "W[D_X, F]", contracting="D", sizes=sizes, mesh=mesh, chip=V5P)
+    gather = sharding.matmul_plan("A[B, D]", "W[D_X, F]", contracting="D", sizes=sizes, mesh=mesh, chip=tpu)
+    reduce = sharding.matmul_plan("A[B, D_X]", "W[D_X, F]", contracting="D", sizes=sizes, mesh=mesh, chip=tpu)
     return gather, reduce
 
 
@@ -73,33 +174,51 @@ def _strategy_times(B: int, D: int, F: int, X: int) -> tuple[float, float, float
 
 
 STRATEGY_CASES = ((128, 8192, 32768, 16), (4096, 8192, 32768, 16), (64, 4096, 16384, 8), (1024, 2048, 8192, 4))
-D34, F34, X34 = 8192, 32768, 16  # the shapes of questions 4b to 4d
 
 
-def _comms_bound_batch() -> float:
+def _draw_ring(r: random.Random) -> dict:
+    tpu = r.choice(tuple(RINGS))
+    return {"tpu": tpu, "x": r.choice(RINGS[tpu])}
+
+
+def _comms_bound_batch(tpu: str, x: int, d: int, f: int) -> dict[str, float]:
     # Strategy 1's gather does not depend on B and its math grows as B: they meet at B = comms / (math per token).
-    gather, _ = _strategies(1, D34, F34, X34)
-    return gather.comms_s / gather.matmul.t_math
+    gather, _ = _strategies(1, d, f, x, tpu)
+    return {"comms_bound_below_tokens": gather.comms_s / gather.matmul.t_math}
 
 
-def _strategy_2_wins_d() -> float:
+def _strategy_2_wins_d(tpu: str, x: int, f: int) -> dict[str, float]:
     # Large B, both bandwidth-bound on their own terms: Strategy 2's AllReduce (no D) against Strategy 1's math (D).
-    big_b = 2**20
-    gather, reduce = _strategies(big_b, D34, F34, X34)
-    return reduce.comms_s / (gather.matmul.t_math / D34)
+    big_b, d = 2**20, 8192
+    gather, reduce = _strategies(big_b, d, f, x, tpu)
+    return {"strategy_2_wins_above_d": reduce.comms_s / (gather.matmul.t_math / d)}
 
 
-def _better_strategy() -> str:
-    gather, reduce = _strategies(128, D34, F34, X34)
+def _better_strategy(tpu: str, x: int, b: int, d: int, f: int) -> str:
+    gather, reduce = _strategies(b, d, f, x, tpu)
     t1 = max(gather.matmul.t_math, gather.comms_s)
     t2 = max(reduce.matmul.t_math, reduce.comms_s)
     return "strategy_1" if t1 < t2 else "strategy_2"
 
 
-# --- problem 3.5: lowest latency on a v5p 4x4x4 ----------------------------------------------------------
+def _draw_better_strategy(r: random.Random) -> dict:
+    """A ring, a batch and shapes whose two strategies differ by more than 10 % (a clear answer)."""
+    while True:
+        values = {
+            **_draw_ring(r),
+            "b": r.choice((64, 128, 512, 2048, 8192)),
+            "d": r.choice((4096, 8192, 16384)),
+            "f": r.choice((16384, 32768, 65536)),
+        }
+        gather, reduce = _strategies(values["b"], values["d"], values["f"], values["x"], values["tpu"])
+        t1 = max(gather.matmul.t_math, gather.comms_s)
+        t2 = max(reduce.matmul.t_math, reduce.comms_s)
+        if max(t1, t2) > 1.1 * min(t1, t2):
+            return values
 
-SIZES35 = {"B": 128, "D": 8192, "F": 32768}
-MESH35 = {"X": 4, "Y": 4, "Z": 4}
+
+# --- problem 3.5: lowest latency on a 3D slice ------------------------------------------------------------
+
 SPLITS35 = {
     "B": ("A[B_XYZ, D]", "W[D, F]"),
     "D": ("A[B, D_XYZ]", "W[D_XYZ, F]"),
@@ -107,20 +226,37 @@ SPLITS35 = {
 }
 
 
-def _plan_35(dim: str) -> sharding.MatmulPlan:
+def _plan_35(dim: str, tpu: str, x: int, y: int, z: int, b: int, d: int, f: int) -> sharding.MatmulPlan:
     lhs, rhs = SPLITS35[dim]
-    wraps = dict(zip(MESH35, topology.Slice.of(V5P, "4x4x4").wraparound, strict=True))
-    return sharding.matmul_plan(lhs, rhs, contracting="D", sizes=SIZES35, mesh=MESH35, chip=V5P, wraparound=wraps)
+    mesh = {"X": x, "Y": y, "Z": z}
+    wraps = dict(zip(mesh, topology.Slice.of(tpu, (x, y, z)).wraparound, strict=True))
+    sizes = {"B": b, "D": d, "F": f}
+    return sharding.matmul_plan(lhs, rhs, contracting="D", sizes=sizes, mesh=mesh, chip=tpu, wraparound=wraps)
 
 
-def _fastest_35() -> str:
-    return min(SPLITS35, key=lambda dim: _plan_35(dim).time_lower_s)
+def _fastest_35(**values) -> str:
+    return min(SPLITS35, key=lambda dim: _plan_35(dim, **values).time_lower_s)
 
 
-# --- problem 3.6: three shardings on a v5e 4x4 (no wraparound) --------------------------------------------
+def _draw_3_5(r: random.Random) -> dict:
+    """Sizes every split divides, with one split at least 10 % faster than the others (a clear answer)."""
+    while True:
+        values = {
+            **_draw_3d_mesh(r),
+            "b": r.choice((128, 256, 512, 2048, 8192, 65536)),
+            "d": r.choice((4096, 8192, 16384)),
+            "f": r.choice((8192, 16384, 32768, 65536)),
+        }
+        n = values["x"] * values["y"] * values["z"]
+        if any(values[s] % n for s in ("b", "d", "f")):
+            continue
+        first, second = sorted(_plan_35(dim, **values).time_lower_s for dim in SPLITS35)[:2]
+        if second > 1.1 * first:
+            return values
 
-SIZES36 = {"I": 8192, "J": 8192, "K": 32768}
-MESH36 = {"X": 4, "Y": 4}
+
+# --- problem 3.6: three shardings on a 2D slice without wraparound -----------------------------------------
+
 PARTS36 = {
     "main": ("A[I_X, J_Y]", "B[J_Y, K]"),
     "part1": ("A[I_X, J]", "B[J_X, K_Y]"),
@@ -128,38 +264,47 @@ PARTS36 = {
 }
 
 
-def _plan_36(part: str) -> sharding.MatmulPlan:
+def _plan_36(part: str, tpu: str, x: int, y: int, i: int, j: int, k: int) -> sharding.MatmulPlan:
     lhs, rhs = PARTS36[part]
-    wraps = dict(zip(MESH36, topology.Slice.of(V5E, "4x4").wraparound, strict=True))
-    return sharding.matmul_plan(lhs, rhs, contracting="J", sizes=SIZES36, mesh=MESH36, chip=V5E, wraparound=wraps)
+    mesh = {"X": x, "Y": y}
+    wraps = dict(zip(mesh, topology.Slice.of(tpu, (x, y)).wraparound, strict=True))
+    sizes = {"I": i, "J": j, "K": k}
+    return sharding.matmul_plan(lhs, rhs, contracting="J", sizes=sizes, mesh=mesh, chip=tpu, wraparound=wraps)
 
 
-def _collective_36(part: str) -> str:
-    ops = [s.op for s in _plan_36(part).steps if s.op != "Matmul"]
+def _collective_36(part: str, **values) -> str:
+    ops = [s.op for s in _plan_36(part, **values).steps if s.op != "Matmul"]
     names = {"AllGather": "all_gather", "AllReduce": "all_reduce", "ReduceScatter": "reduce_scatter"}
     return names[ops[0]] if ops else "none"
 
 
-def _times_36(part: str, prefix: str) -> dict[str, float]:
-    plan = _plan_36(part)
+def _times_36(part: str, prefix: str, **values) -> dict[str, float]:
+    plan = _plan_36(part, **values)
     return {f"{prefix}_comms_s": plan.comms_s, f"{prefix}_math_s": plan.matmul.t_math}
 
 
-# --- problem 3.7: an MLP block on a v5e 2x2 with 300 MB free per chip -------------------------------------
+def _draw_3_6(r: random.Random) -> dict:
+    return {
+        **_draw_2d_mesh(r),
+        "i": r.choice((4096, 8192, 16384)),
+        "j": r.choice((4096, 8192, 16384)),
+        "k": r.choice((16384, 32768, 65536)),
+    }
 
-B37, D37, F37 = 128, 8192, 32768
-MESH37 = {"X": 2, "Y": 2}
-WRAPS37 = dict(zip(MESH37, topology.Slice.of(V5E, "2x2").wraparound, strict=True))
+
+# --- problem 3.7: an MLP block on a 2D slice without wraparound ---------------------------------------------
 
 
-def _mlp_plans(dim: str) -> tuple[sharding.MatmulPlan, sharding.MatmulPlan]:
+def _mlp_plans(dim: str, tpu: str, x: int, y: int, b: int, d: int, f: int):
     """x[B, D] . Win[D, F] -> h, then h . Wout[F, D], both weights split over X and Y along `dim`."""
-    sizes = {"B": B37, "D": D37, "F": F37}
-    common = dict(sizes=sizes, mesh=MESH37, chip=V5E, wraparound=WRAPS37)
+    mesh = {"X": x, "Y": y}
+    wraps = dict(zip(mesh, topology.Slice.of(tpu, (x, y)).wraparound, strict=True))
+    sizes = {"B": b, "D": d, "F": f}
+    common = dict(sizes=sizes, mesh=mesh, chip=tpu, wraparound=wraps)
     if dim == "F":
         up = sharding.matmul_plan("x[B, D]", "Win[D, F_XY]", contracting="D", out_name="h", **common)
         down = sharding.matmul_plan(
-            up.result, "Wout[F_XY, E]", contracting="F", **{**common, "sizes": {**sizes, "E": D37}}
+            up.result, "Wout[F_XY, E]", contracting="F", **{**common, "sizes": {**sizes, "E": d}}
         )
     else:
         up = sharding.matmul_plan(
@@ -172,25 +317,39 @@ def _mlp_plans(dim: str) -> tuple[sharding.MatmulPlan, sharding.MatmulPlan]:
             **common,
         )
         down = sharding.matmul_plan(
-            up.result, "Wout[F, E_XY]", contracting="F", **{**common, "sizes": {**sizes, "E": D37}}
+            up.result, "Wout[F, E_XY]", contracting="F", **{**common, "sizes": {**sizes, "E": d}}
         )
     return up, down
 
 
-def _mlp_weight_bytes() -> float:
-    sizes, mesh = {"D": D37, "F": F37}, MESH37
+def _mlp_weight_bytes(d: int, f: int, x: int, y: int) -> float:
+    sizes, mesh = {"D": d, "F": f}, {"X": x, "Y": y}
     return sharding.parse("Win[D, F_XY]").local_bytes(sizes, mesh) + sharding.parse("Wout[F_XY, D]").local_bytes(
         sizes, mesh
     )
 
 
-def _mlp_best_dim() -> str:
-    return min(("D", "F"), key=lambda dim: sum(p.comms_s for p in _mlp_plans(dim)))
+def _mlp_best_dim(**values) -> str:
+    return min(("D", "F"), key=lambda dim: sum(p.comms_s for p in _mlp_plans(dim, **values)))
 
 
-def _mlp_times() -> tuple[float, float]:
-    up, down = _mlp_plans(_mlp_best_dim())
+def _mlp_times(**values) -> tuple[float, float]:
+    up, down = _mlp_plans(_mlp_best_dim(**values), **values)
     return up.comms_s + down.comms_s, up.matmul.t_math + down.matmul.t_math
+
+
+def _draw_3_7(r: random.Random) -> dict:
+    """A 2D slice of 4 to 16 chips and an MLP (F > D) whose weights per chip fit well within its HBM."""
+    while True:
+        d = r.choice((4096, 6144, 8192, 12288, 16384))
+        values = {
+            **_draw_2d_mesh(r, (2, 4)),
+            "b": r.choice((64, 128, 256, 512)),
+            "d": d,
+            "f": r.choice((2, 3, 4, 8)) * d,
+        }
+        if _mlp_weight_bytes(values["d"], values["f"], values["x"], values["y"]) < _chip(values["tpu"]).hbm_bytes / 4:
+            return values
 
 
 # --- problem 3.9: gather-then-multiply against multiply-then-reduce-scatter --------------------------------
@@ -198,8 +357,8 @@ def _mlp_times() -> tuple[float, float]:
 
 def _comm_ratio(N: int, M: int, K: int) -> float:
     # AllGather A[N, M_X] moves 2 N M bytes; ReduceScatter of C[N, K]{U_X} moves 2 N K; X = 8, bandwidth-bound.
-    gather = collectives.collective_time("all_gather", 2 * N * M, 8, V5E, hop_latency_s=0).bandwidth_s
-    scatter = collectives.collective_time("reduce_scatter", 2 * N * K, 8, V5E, hop_latency_s=0).bandwidth_s
+    gather = collectives.collective_time("all_gather", 2 * N * M, 8, "tpu-v5e", hop_latency_s=0).bandwidth_s
+    scatter = collectives.collective_time("reduce_scatter", 2 * N * K, 8, "tpu-v5e", hop_latency_s=0).bandwidth_s
     return gather / scatter
 
 
@@ -207,6 +366,15 @@ def _comm_ratio(N: int, M: int, K: int) -> float:
 
 LINK_CASES = ((1024, 4), (4096, 8), (96, 3), (512, 16), (100, 5))
 LINK_CASES_EVEN = ((1024, 4), (4096, 8), (512, 16), (96, 6))
+# On a one-way ring every ratio of two collectives' busiest-link loads is the same for any D (the AllToAll's
+# over the AllGather's is 1/2): a class compares another pair, each of an N x N matrix as Q10a and Q10b define it.
+LINK_PAIRS = (
+    ("all_gather", "all_to_all"),
+    ("reduce_scatter", "all_to_all"),
+    ("all_reduce", "all_to_all"),
+    ("all_to_all", "all_reduce"),
+    ("all_reduce", "all_gather"),
+)
 
 
 def _link(op: str, both: bool):
@@ -216,6 +384,11 @@ def _link(op: str, both: bool):
         return ring.link_load_fraction(op, D, bidirectional=both) * N * N
 
     return scalars
+
+
+def _draw_link_pair(r: random.Random) -> dict:
+    num, den = r.choice(LINK_PAIRS)
+    return {"d": r.choice((4, 6, 8, 12, 32, 64)), "num": num, "den": den}
 
 
 # --- the JAX questions: inputs drawn at grading time ------------------------------------------------------
@@ -235,26 +408,51 @@ def _matmul_inputs(sizes: tuple[int, int, int], n: int, seed: int):
     return (_random((rows, n * inner), seed), _random((n * inner, cols), seed + 1)), ()
 
 
+P32 = {"tpu": "tpu-v4", "x": 4, "y": 4, "z": 4, "b": 1024, "d": 4096}  # problem 3.2: a v4 4x4x4 cube
+P33 = {"tpu": "tpu-v4", "x": 4, "y": 4, "z": 4, "b": 128}  # problem 3.3
+P35 = {"tpu": "tpu-v5p", "x": 4, "y": 4, "z": 4, "b": 128, "d": 8192, "f": 32768}  # problem 3.5
+P36 = {"tpu": "tpu-v5e", "x": 4, "y": 4, "i": 8192, "j": 8192, "k": 32768}  # problem 3.6: a v5e 4x4
+P37 = {"tpu": "tpu-v5e", "x": 2, "y": 2, "b": 128, "d": 8192, "f": 32768}  # problem 3.7: a v5e 2x2
+P0B = {"tpu": "tpu-v5e", "x": 8, "y": 4, "e": 2048, "f": 8192}  # pop quiz 2: a v5e 8x4
+P0C = {**P0B, "e": 256, "f": 256}
+
 KEYS = {
     "ch03_q0a_pop_quiz_bytes": Key(
-        names=("bytes_per_device", "bytes_all_devices"), kind="value", rel_tol=1e-6, expected=_pop_quiz_bytes
+        names=("bytes_per_device", "bytes_all_devices"),
+        kind="value",
+        rel_tol=1e-6,
+        expected=_pop_quiz_bytes,
+        params={"dtype": "int8", "i": 128, "j": 2048, "x": 2, "y": 8, "z": 2},
+        draw=_draw_pop_quiz_bytes,
     ),
     "ch03_q0b_gather_big": Key(
-        names=("gather_big_s",), kind="value", expected=lambda: {"gather_big_s": _pop_quiz_gather(2048, 8192).total_s}
+        names=("gather_big_s",),
+        kind="value",
+        expected=lambda **v: {"gather_big_s": _gather_y(**v).total_s},
+        params=P0B,
+        draw=_draw_gather_big,
     ),
     "ch03_q0c_gather_small": Key(
-        names=("gather_small_s",), kind="value", expected=lambda: {"gather_small_s": _pop_quiz_gather(256, 256).total_s}
+        names=("gather_small_s",),
+        kind="value",
+        expected=lambda **v: {"gather_small_s": _gather_y(**v).total_s},
+        params=P0C,
+        draw=_draw_gather_small,
     ),
     "ch03_q0d_small_bound": Key(
         names=("gather_small_bound",),
         kind="choice",
         choices=("latency", "bandwidth"),
-        expected=lambda: _pop_quiz_gather(256, 256).bound,
+        expected=lambda **v: _gather_y(**v).bound,
+        params=P0C,
+        draw=_draw_gather_bound,
     ),
     "ch03_q0e_latency_bytes": Key(
         names=("latency_bound_below_bytes",),
         kind="value",
-        expected=lambda: {"latency_bound_below_bytes": V5E.ici_bytes_per_s * HOP_S},
+        expected=lambda tpu: {"latency_bound_below_bytes": _chip(tpu).ici_bytes_per_s * HOP_S},
+        params={"tpu": "tpu-v5e"},
+        draw=lambda r: {"tpu": r.choice(TPUS)},
     ),
     "ch03_q0f_ring_all_gather": Key(
         names=("ring_all_gather",),
@@ -273,30 +471,50 @@ KEYS = {
         names=("total_over_one_copy",),
         kind="value",
         rel_tol=1e-6,
-        expected=lambda: {
-            "total_over_one_copy": sharding.parse("A[I_X, J, K]").total_bytes(
-                {"I": 64, "J": 8, "K": 8}, {"X": 4, "Y": 8, "Z": 2}
-            )
-            / sharding.parse("A[I, J, K]").global_bytes({"I": 64, "J": 8, "K": 8})
+        expected=_replication,
+        params={"x": 4, "y": 8, "z": 2, "axis": "X"},
+        draw=lambda r: {
+            "x": r.choice((2, 4, 8, 16)),
+            "y": r.choice((2, 4, 8, 16)),
+            "z": r.choice((2, 4, 8)),
+            "axis": r.choice(("X", "Y", "Z")),
         },
     ),
     "ch03_q2a_gather_x": Key(
-        names=("gather_x_s",), kind="value", expected=lambda: {"gather_x_s": _problem_3_2()["gather_x_s"]}
+        names=("gather_x_s",),
+        kind="value",
+        expected=lambda **v: {"gather_x_s": _problem_3_2(**v)["gather_x_s"]},
+        params=P32,
+        draw=_draw_3_2,
     ),
     "ch03_q2b_gather_xy": Key(
-        names=("gather_xy_s",), kind="value", expected=lambda: {"gather_xy_s": _problem_3_2()["gather_xy_s"]}
+        names=("gather_xy_s",),
+        kind="value",
+        expected=lambda **v: {"gather_xy_s": _problem_3_2(**v)["gather_xy_s"]},
+        params=P32,
+        draw=_draw_3_2,
     ),
     "ch03_q2c_all_reduce_z": Key(
-        names=("all_reduce_z_s",), kind="value", expected=lambda: {"all_reduce_z_s": _problem_3_2()["all_reduce_z_s"]}
+        names=("all_reduce_z_s",),
+        kind="value",
+        expected=lambda **v: {"all_reduce_z_s": _problem_3_2(**v)["all_reduce_z_s"]},
+        params=P32,
+        draw=_draw_3_2,
     ),
     "ch03_q3a_small_gather": Key(
-        names=("small_gather_s",), kind="value", expected=lambda: {"small_gather_s": _problem_3_3().total_s}
+        names=("small_gather_s",),
+        kind="value",
+        expected=lambda **v: {"small_gather_s": _problem_3_3(**v).total_s},
+        params=P33,
+        draw=_draw_3_3_tiny,
     ),
     "ch03_q3b_small_bound": Key(
         names=("small_gather_bound",),
         kind="choice",
         choices=("latency", "bandwidth"),
-        expected=lambda: _problem_3_3().bound,
+        expected=lambda **v: _problem_3_3(**v).bound,
+        params=P33,
+        draw=_draw_3_3_bound,
     ),
     "ch03_q4a_strategy_times": Key(
         names=("strategy_times_s",),
@@ -308,63 +526,126 @@ KEYS = {
     "ch03_q4b_comms_bound_batch": Key(
         names=("comms_bound_below_tokens",),
         kind="value",
-        expected=lambda: {"comms_bound_below_tokens": _comms_bound_batch()},
+        expected=_comms_bound_batch,
+        params={"tpu": "tpu-v5p", "x": 16, "d": 8192, "f": 32768},
+        draw=lambda r: {
+            **_draw_ring(r),
+            "d": r.choice((4096, 8192, 12288, 16384)),
+            "f": r.choice((16384, 28672, 32768, 53248, 65536)),
+        },
     ),
     "ch03_q4c_strategy_2_d": Key(
         names=("strategy_2_wins_above_d",),
         kind="value",
-        expected=lambda: {"strategy_2_wins_above_d": _strategy_2_wins_d()},
+        expected=_strategy_2_wins_d,
+        params={"tpu": "tpu-v5p", "x": 16, "f": 32768},
+        draw=lambda r: {**_draw_ring(r), "f": r.choice((16384, 28672, 32768, 53248, 65536))},
     ),
     "ch03_q4d_better_strategy": Key(
-        names=("better_strategy",), kind="choice", choices=("strategy_1", "strategy_2"), expected=_better_strategy
+        names=("better_strategy",),
+        kind="choice",
+        choices=("strategy_1", "strategy_2"),
+        expected=_better_strategy,
+        params={"tpu": "tpu-v5p", "x": 16, "b": 128, "d": 8192, "f": 32768},
+        draw=_draw_better_strategy,
     ),
     "ch03_q5a_min_latency_dim": Key(
-        names=("min_latency_dim",), kind="choice", choices=tuple(SPLITS35), expected=_fastest_35
+        names=("min_latency_dim",),
+        kind="choice",
+        choices=tuple(SPLITS35),
+        expected=_fastest_35,
+        params=P35,
+        draw=_draw_3_5,
     ),
     "ch03_q5b_min_latency_s": Key(
-        names=("min_latency_s",), kind="value", expected=lambda: {"min_latency_s": _plan_35(_fastest_35()).time_lower_s}
+        names=("min_latency_s",),
+        kind="value",
+        expected=lambda **v: {"min_latency_s": _plan_35(_fastest_35(**v), **v).time_lower_s},
+        params=P35,
+        draw=_draw_3_5,
     ),
     "ch03_q5c_flops_per_chip": Key(
         names=("flops_per_chip",),
         kind="value",
         rel_tol=1e-6,
-        expected=lambda: {"flops_per_chip": _plan_35(_fastest_35()).matmul.flops},
+        expected=lambda **v: {"flops_per_chip": _plan_35(_fastest_35(**v), **v).matmul.flops},
+        params=P35,
+        draw=_draw_3_5,
     ),
     "ch03_q5d_contracting_s": Key(
         names=("contracting_split_s",),
         kind="value",
-        expected=lambda: {"contracting_split_s": _plan_35("D").time_lower_s},
+        expected=lambda **v: {"contracting_split_s": _plan_35("D", **v).time_lower_s},
+        params=P35,
+        draw=_draw_3_5,
     ),
     "ch03_q6a_main_collective": Key(
         names=("main_collective",),
         kind="choice",
         choices=("none", "all_gather", "all_reduce", "all_to_all"),
-        expected=lambda: _collective_36("main"),
+        expected=lambda **v: _collective_36("main", **v),
+        params=P36,
+        draw=_draw_3_6,
     ),
     "ch03_q6b_main_times": Key(
-        names=("main_comms_s", "main_math_s"), kind="value", expected=lambda: _times_36("main", "main")
+        names=("main_comms_s", "main_math_s"),
+        kind="value",
+        expected=lambda **v: _times_36("main", "main", **v),
+        params=P36,
+        draw=_draw_3_6,
     ),
     "ch03_q6c_part1_collective": Key(
         names=("part1_collective",),
         kind="choice",
         choices=("none", "all_gather", "all_reduce", "all_to_all"),
-        expected=lambda: _collective_36("part1"),
+        expected=lambda **v: _collective_36("part1", **v),
+        params=P36,
+        draw=_draw_3_6,
     ),
     "ch03_q6d_part1_times": Key(
-        names=("part1_comms_s", "part1_math_s"), kind="value", expected=lambda: _times_36("part1", "part1")
+        names=("part1_comms_s", "part1_math_s"),
+        kind="value",
+        expected=lambda **v: _times_36("part1", "part1", **v),
+        params=P36,
+        draw=_draw_3_6,
     ),
     "ch03_q6e_part2_math": Key(
-        names=("part2_math_s",), kind="value", expected=lambda: {"part2_math_s": _plan_36("part2").matmul.t_math}
+        names=("part2_math_s",),
+        kind="value",
+        expected=lambda **v: {"part2_math_s": _plan_36("part2", **v).matmul.t_math},
+        params=P36,
+        draw=_draw_3_6,
     ),
     "ch03_q7a_weight_bytes": Key(
         names=("weight_bytes_per_chip",),
         kind="value",
         rel_tol=1e-6,
-        expected=lambda: {"weight_bytes_per_chip": _mlp_weight_bytes()},
+        expected=lambda tpu, x, y, b, d, f: {"weight_bytes_per_chip": _mlp_weight_bytes(d, f, x, y)},
+        params=P37,
+        draw=_draw_3_7,
     ),
-    "ch03_q7b_shard_dim": Key(names=("weight_split_dim",), kind="choice", choices=("D", "F"), expected=_mlp_best_dim),
-    "ch03_q7c_mlp_comms": Key(names=("mlp_comms_s",), kind="value", expected=lambda: {"mlp_comms_s": _mlp_times()[0]}),
-    "ch03_q7d_mlp_math": Key(names=("mlp_math_s",), kind="value", expected=lambda: {"mlp_math_s": _mlp_times()[1]}),
+    "ch03_q7b_shard_dim": Key(
+        names=("weight_split_dim",),
+        kind="choice",
+        choices=("D", "F"),
+        expected=_mlp_best_dim,
+        params=P37,
+        draw=_draw_3_7,
+    ),
+    "ch03_q7c_mlp_comms": Key(
+        names=("mlp_comms_s",),
+        kind="value",
+        expected=lambda **v: {"mlp_comms_s": _mlp_times(**v)[0]},
+        params=P37,
+        draw=_draw_3_7,
+    ),
+    "ch03_q7d_mlp_math": Key(
+        names=("mlp_math_s",),
+        kind="value",
+        expected=lambda **v: {"mlp_math_s": _mlp_times(**v)[1]},
+        params=P37,
+        draw=_draw_3_7,
+    ),
     "ch03_q8_all_to_all": Key(
         names=("rows_to_columns",),
         kind="jax",
@@ -428,13 +709,14 @@ KEYS = {
         cases=LINK_CASES,
     ),
     "ch03_q10c_ratio_one_way": Key(
-        names=("all_to_all_over_gather_one_way",),
+        names=("link_ratio_one_way",),
         kind="value",
         rel_tol=1e-6,
-        expected=lambda: {
-            "all_to_all_over_gather_one_way": ring.link_load_fraction("all_to_all", 16)
-            / ring.link_load_fraction("all_gather", 16)
+        expected=lambda d, num, den: {
+            "link_ratio_one_way": ring.link_load_fraction(num, d) / ring.link_load_fraction(den, d)
         },
+        params={"d": 16, "num": "all_to_all", "den": "all_gather"},
+        draw=_draw_link_pair,
     ),
     "ch03_q10d_gather_link_both": Key(
         names=("gather_link_scalars_both",),
@@ -452,12 +734,15 @@ KEYS = {
         names=("gather_over_all_to_all_both",),
         kind="value",
         rel_tol=1e-6,
-        expected=lambda: {
-            "gather_over_all_to_all_both": collectives.all_gather_time(1e9, 16, V5E, hop_latency_s=0)
-            / collectives.all_to_all_time(1e9, 16, V5E, hop_latency_s=0)
+        expected=lambda d: {
+            "gather_over_all_to_all_both": collectives.all_gather_time(1e9, d, "tpu-v5e", hop_latency_s=0)
+            / collectives.all_to_all_time(1e9, d, "tpu-v5e", hop_latency_s=0)
         },
+        params={"d": 16},
+        draw=lambda r: {"d": r.choice((4, 6, 8, 10, 12, 24, 32, 64))},  # even: Q10e's split of the opposite piece
     ),
 }
+
 
 # Right values by the wrong route (tests/test_grading.py): the primitive the question asks to avoid, or to use.
 PLAUSIBLE = {
