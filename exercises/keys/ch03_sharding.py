@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from book_lib import collectives, hardware, ring, sharding, topology
+from book_lib import collectives, hardware, sharding, topology
 from exercises.keys import JaxCheck, Key
 
 V5P = hardware.get_chip("tpu-v5p")
@@ -163,8 +163,9 @@ def _strategies(
     B: int, D: int, F: int, X: int, tpu: str = "tpu-v5p"
 ) -> tuple[sharding.MatmulPlan, sharding.MatmulPlan]:
     sizes, mesh = {"B": B, "D": D, "F": F}, {"X": X}
-    gather = sharding.matmul_plan("A[B, D]", "W[D_X, F]", contracting="D", sizes=sizes, mesh=mesh, chip=tpu)
-    reduce = sharding.matmul_plan("A[B, D_X]", "W[D_X, F]", contracting="D", sizes=sizes, mesh=mesh, chip=tpu)
+    ring_of_x = {"sizes": sizes, "mesh": mesh, "chip": tpu, "wraparound": True}  # the problem's ring, idealised
+    gather = sharding.matmul_plan("A[B, D]", "W[D_X, F]", contracting="D", **ring_of_x)
+    reduce = sharding.matmul_plan("A[B, D_X]", "W[D_X, F]", contracting="D", **ring_of_x)
     return gather, reduce
 
 
@@ -381,7 +382,7 @@ def _link(op: str, both: bool):
     def scalars(N: int, D: int) -> float:
         # link_load_fraction is the share of V = N^2 scalars (the whole matrix) the busiest link carries;
         # for the gather V is the gathered matrix, for the AllToAll the matrix over all devices.
-        return ring.link_load_fraction(op, D, bidirectional=both) * N * N
+        return collectives.link_load_fraction(op, D, bidirectional=both) * N * N
 
     return scalars
 
@@ -713,7 +714,7 @@ KEYS = {
         kind="value",
         rel_tol=1e-6,
         expected=lambda d, num, den: {
-            "link_ratio_one_way": ring.link_load_fraction(num, d) / ring.link_load_fraction(den, d)
+            "link_ratio_one_way": collectives.link_load_fraction(num, d) / collectives.link_load_fraction(den, d)
         },
         params={"d": 16, "num": "all_to_all", "den": "all_gather"},
         draw=_draw_link_pair,
@@ -735,8 +736,10 @@ KEYS = {
         kind="value",
         rel_tol=1e-6,
         expected=lambda d: {
-            "gather_over_all_to_all_both": collectives.all_gather_time(1e9, d, "tpu-v5e", hop_latency_s=0)
-            / collectives.all_to_all_time(1e9, d, "tpu-v5e", hop_latency_s=0)
+            "gather_over_all_to_all_both": collectives.all_gather_time(
+                1e9, d, "tpu-v5e", wraparound=True, hop_latency_s=0
+            )
+            / collectives.all_to_all_time(1e9, d, "tpu-v5e", wraparound=True, hop_latency_s=0)
         },
         params={"d": 16},
         draw=lambda r: {"d": r.choice((4, 6, 8, 10, 12, 24, 32, 64))},  # even: Q10e's split of the opposite piece
