@@ -34,6 +34,19 @@ if str(ROOT) not in sys.path:
 # nbgrader runs the `alembic` command of its own environment: make sure it is on PATH.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
+# The header's advice to a student, and what a reader of the solutions gets instead.
+STUDENT_INSTRUCTIONS = re.compile(
+    r"(\*\*\d+ points?\.\*\*) Fill in each cell that says `YOUR CODE HERE`.*?when it grades\.\n"
+    r"Read (\[chapter \d+\]\([^)]*\)) first\..*?$",
+    re.DOTALL | re.MULTILINE,
+)
+SOLUTION_GUIDE = (
+    r"\1 Each question is worked in full: the statement, the reasoning (in the code's comments and in notes), "
+    r"the code and the number it gives. A note titled *The printed answer* compares a result with the one the book "
+    r"prints; an *Erratum* marks a printed answer that is wrong under the book's own model."
+    "\n"
+    r"The chapter behind them: \2."
+)
 MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*(\n|$)", re.MULTILINE)
 
 
@@ -67,6 +80,7 @@ def solution_notebook(nb, assignment: str):
             cell.source = cell.source.replace(release, f"solutions/{assignment}.ipynb")
             cell.source = cell.source.replace("](../../../", "](../")
             cell.source = re.sub(r"^# (.*?) exercises:", r"# \1 solutions:", cell.source, count=1)
+            cell.source = STUDENT_INSTRUCTIONS.sub(SOLUTION_GUIDE, cell.source)
         cell.metadata.pop("nbgrader", None)
         cell.metadata.pop("book", None)
     return nb

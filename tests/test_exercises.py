@@ -205,6 +205,9 @@ def test_the_busy_fraction_key_agrees_with_the_cycle_by_cycle_simulation():
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_solutions_carry_no_solution_marker(assignment):
+def test_solutions_carry_no_solution_marker_and_no_student_instruction(assignment):
     text = (ROOT / "solutions" / f"{assignment}.ipynb").read_text()
     assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text
+    for instruction in ("YOUR CODE HERE", "Fill in each cell", "NotImplementedError"):
+        assert instruction not in text, instruction
+    assert "Erratum" not in re.sub(r"(\{\{?admonition\}\}? |\*)Erratum", "", text), "every erratum is a titled admonition"
