@@ -126,6 +126,22 @@ class CollectiveTime:
         """`"bandwidth"` when bandwidth_s >= latency_s, else `"latency"`."""
         return "bandwidth" if self.bandwidth_s >= self.latency_s else "latency"
 
+    @property
+    def rule_of_thumb_s(self) -> float:
+        """The text's estimate (s): V / B for a gather or a scatter, 2 V / B for an AllReduce.
+
+        That is `bandwidth_s` without the (N - 1) / N of a ring (a device already holds its own
+        block), the form the book's worked answers use; the two agree for large N.
+        Book: Part 3 (Sharded Matrices and How to Multiply Them), "Case 2" (the rule of thumb).
+
+        Raises:
+            ValueError: an AllToAll, whose count has no such factor.
+        """
+        if self.op == "all_to_all":
+            raise ValueError("op='all_to_all': no rule of thumb; allowed: all_gather, reduce_scatter, all_reduce")
+        n = math.prod(self.axis_sizes)
+        return 0.0 if n == 1 else self.bandwidth_s * n / (n - 1)
+
 
 @dataclass(frozen=True, slots=True)
 class _Path:

@@ -375,6 +375,18 @@ def _judge_numbers(recorded, want, rel_tol: float) -> bool:
     return _close(float(recorded["num"]), float(want), rel_tol)
 
 
+def _judge_values(values: dict, wants: dict, rel_tol: float) -> str | None:
+    """None when every recorded name matches `wants`, else what is wrong (no expected value named)."""
+    wrong = []
+    for name, want in wants.items():
+        got = values.get(name)
+        if isinstance(got, dict) and "missing" in got:
+            wrong.append(f"{name} is not defined")
+        elif not _judge_numbers(got, want, rel_tol):
+            wrong.append(f"{name} is not within {rel_tol:g} (relative)")
+    return "; ".join(wrong) or None
+
+
 def judge(key: Key, spec: dict, record: dict) -> str | None:
     """None when the recorded answer is right, else a message that names no expected value."""
     if "failed" in record:
@@ -393,14 +405,8 @@ def judge(key: Key, spec: dict, record: dict) -> str | None:
                 if got["str"] == key.answer(spec.get("params"))
                 else f"{name} = {got['str']!r} is not the right choice"
             )
-        wrong = []
-        for name, want in key.answer(spec.get("params")).items():
-            got = values.get(name)
-            if isinstance(got, dict) and "missing" in got:
-                wrong.append(f"{name} is not defined")
-            elif not _judge_numbers(got, want, key.tolerance):
-                wrong.append(f"{name} is not within {key.tolerance:g} (relative)")
-        return "; ".join(wrong) or None
+        verdicts = [_judge_values(values, wants, key.tolerance) for wants in key.answers(spec.get("params"))]
+        return None if None in verdicts else verdicts[0]
     if key.kind == "function":
         outputs = record.get("outputs")
         if not isinstance(outputs, list) or len(outputs) != len(spec["probes"]):

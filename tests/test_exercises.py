@@ -33,6 +33,7 @@ def test_every_graded_cell_has_a_key_and_no_notebook_holds_an_answer(assignment)
 SPELLED = {
     0: "exact",
     1e-2: "within 1 %",
+    2e-2: "within 2 %",
     1e-3: "within 0.1 %",
     1e-4: "within 1e-4 relative",
     1e-6: "within 1e-6 relative",
@@ -210,4 +211,21 @@ def test_solutions_carry_no_solution_marker_and_no_student_instruction(assignmen
     assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text
     for instruction in ("YOUR CODE HERE", "Fill in each cell", "NotImplementedError"):
         assert instruction not in text, instruction
-    assert "Erratum" not in re.sub(r"(\{\{?admonition\}\}? |\*)Erratum", "", text), "every erratum is a titled admonition"
+    titled = re.sub(r"(\{\{?admonition\}\}? |\*)Erratum", "", text)
+    assert "Erratum" not in titled, "every erratum is a titled admonition"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_the_texts_printed_answers_score_full_where_its_model_gives_them(assignment):
+    """Each keys module lists the text's printed answers (`PRINTED`); the grader must accept every one."""
+    import importlib
+
+    from exercises.grading import judge
+
+    printed = getattr(importlib.import_module(f"exercises.keys.{assignment}"), "PRINTED", {})
+    keys = keys_for(assignment)
+    for gid, answer in printed.items():
+        record = {"values": {name: {"num": float(v)} for name, v in answer.items()}}
+        assert judge(keys[gid], {"params": dict(keys[gid].params)}, record) is None, (gid, answer)
+    if assignment != "ch02_tpus":  # chapter 2's printed answers use other constants than the text's table
+        assert printed, "list the text's printed answers"

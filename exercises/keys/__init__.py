@@ -88,6 +88,8 @@ class Key:
             (name -> int, float or str); `expected` takes them as keywords, and the templates of
             the source notebook print them (`exercises/variants.py`).
         draw: (random.Random) -> {param: value}: a class's own numbers for this question.
+        also: value questions: other models the text itself uses, each (**params) -> {name: number};
+            an answer that matches one of them in every name is right too (the statement says so).
     """
 
     names: tuple[str, ...]
@@ -100,6 +102,7 @@ class Key:
     check: JaxCheck | None = None
     params: dict[str, int | float | str] = field(default_factory=dict)
     draw: Callable[[random.Random], dict] | None = None
+    also: tuple[Callable[..., dict], ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -113,6 +116,8 @@ class Key:
             raise ValueError(f"choices={self.choices!r}: a choice needs two or more; allowed: a tuple of str")
         if bool(self.params) != (self.draw is not None):
             raise ValueError(f"params={self.params!r}, draw={self.draw!r}: give both or neither")
+        if self.also and self.kind != "value":
+            raise ValueError(f"also={self.also!r}: only value questions take other models; allowed: ()")
         if self.params and self.kind not in ("value", "choice"):
             raise ValueError(f"params={self.params!r}: only value and choice questions take parameters")
         for name, value in self.params.items():
@@ -122,6 +127,11 @@ class Key:
     def answer(self, values: dict | None = None):
         """The expected answer of a value or choice question, for `values` (the text's by default)."""
         return self.expected(**(self.params if values is None else values))
+
+    def answers(self, values: dict | None = None) -> list[dict]:
+        """Every accepted answer of a value question: `answer`, then one per model in `also`."""
+        mine = self.params if values is None else values
+        return [self.answer(values), *(model(**mine) for model in self.also)]
 
     @property
     def tolerance(self) -> float:

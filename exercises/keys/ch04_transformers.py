@@ -110,6 +110,12 @@ def _q1_model(layers: int, d: int, f: int, v: int, h: int) -> transformer.Transf
     return _mha(layers, d, f, v, h, norms_per_layer=1)
 
 
+def _attention_share_of_layer_weights(**m) -> dict[str, float]:
+    """The text's count for problem 4.1: attention weights over attention plus MLP weights (4D^2 / 16D^2)."""
+    parts = _q1_model(**m).param_breakdown()
+    return {"attention_share_q1": parts.attention / (parts.attention + parts.mlp)}
+
+
 Q1_PARAMS = {"layers": Q1.n_layers, "d": Q1.d_model, "f": Q1.d_ff, "v": Q1.vocab_size, "h": Q1.head_dim}
 assert _q1_model(**Q1_PARAMS).param_breakdown() == Q1.param_breakdown(), "the text's model is book_lib's preset"
 
@@ -293,6 +299,7 @@ KEYS = {
         expected=lambda **m: {
             "attention_share_q1": _q1_model(**m).param_breakdown().attention / _q1_model(**m).param_count()
         },
+        also=(_attention_share_of_layer_weights,),
         params=Q1_PARAMS,
         draw=_draw_q1_model,
     ),
@@ -373,6 +380,7 @@ KEYS = {
     "ch04_q8b_moe_deepseek": Key(
         names=("moe_batch_tokens",),
         kind="value",
+        rel_tol=0.02,
         expected=_moe_named,
         params={"model": "DeepSeek v3", "e": 256, "k": 8, "tpu": "tpu-v5e"},
         draw=_draw_moe,
@@ -398,4 +406,11 @@ def online_softmax_attention(q, k, v, block_size):
     scores = q @ k.T / math.sqrt(q.shape[1])  # right values, but the whole [T, S] matrix at once
     return jax.nn.softmax(scores, axis=-1) @ v
 """,
+}
+
+# The text's printed answers: the grader accepts each (tests/test_exercises.py).
+PRINTED = {
+    "ch04_q1b_attention_share": {"attention_share_q1": 0.25},
+    "ch04_q7_deepseek_mfu": {"training_mfu": 0.217},
+    "ch04_q8b_moe_deepseek": {"moe_batch_tokens": 3840},
 }
