@@ -9,12 +9,14 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from book_lib import checks
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     import jax
 
-__all__ = ["COLLECTIVES", "collective_counts", "hlo_text", "compile_on_cpu", "Cost", "cost"]
+__all__ = ["COLLECTIVES", "collective_counts", "op_lines", "hlo_text", "compile_on_cpu", "Cost", "cost"]
 
 COLLECTIVES = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
 
@@ -44,6 +46,31 @@ def collective_counts(compiled: jax.stages.Compiled | str) -> dict[str, int]:
         if match:
             counts[match.group(1)] += 1
     return counts
+
+
+def op_lines(compiled: jax.stages.Compiled | str, ops: tuple[str, ...] = COLLECTIVES, *, width: int = 110) -> str:
+    """The instructions of a compiled program that run one of `ops`, one per line, for a reader.
+
+    Each line is an HLO instruction `%name = type op(operands), attributes`, with its metadata
+    (source file and line) removed and anything past `width` characters cut to `...`. The `-done`
+    half of an asynchronous pair is left out, so each op appears once, as `collective_counts`
+    counts it.
+
+    Args:
+        compiled: a `jax.stages.Compiled` or its `as_text()`.
+        ops: HLO op names to show (default: the collectives), e.g. `("dot", "fusion")`.
+        width: the longest line kept whole (characters, >= 20).
+    """
+    checks.count("width", width, minimum=20)
+    if not ops or not all(isinstance(op, str) and op for op in ops):
+        raise ValueError(f"ops={ops!r}: must be a non-empty tuple of HLO op names, e.g. {COLLECTIVES[:2]}")
+    pattern = re.compile(r"=\s*[^=]*?\b(" + "|".join(map(re.escape, ops)) + r")(?:-start)?\(")
+    shown = []
+    for line in hlo_text(compiled).splitlines():
+        if pattern.search(line):
+            line = re.sub(r",\s*metadata=\{[^}]*\}", "", line.strip())
+            shown.append(line if len(line) <= width else line[: width - 3] + "...")
+    return "\n".join(shown)
 
 
 def compile_on_cpu(

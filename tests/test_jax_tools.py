@@ -214,3 +214,23 @@ def test_measure_peaks_and_sweeps_give_positive_rates():
 def test_hlo_text_accepts_text_or_compiled():
     compiled = jax.jit(jnp.sin).lower(jnp.ones(4)).compile()
     assert hlo.hlo_text(compiled) == compiled.as_text() and hlo.hlo_text("abc") == "abc"
+
+
+def test_op_lines_shows_each_collective_once_without_metadata():
+    text = "\n".join(
+        [
+            "  %p = f32[8]{0} parameter(0)",
+            "  %ag = f32[64]{0} all-gather-start(f32[8]{0} %p), dimensions={0},"
+            ' metadata={op_name="jit(f)" source_file="x.py"}',
+            "  %agd = f32[64]{0} all-gather-done(%ag)",
+            "  %d = f32[64]{0} dot(f32[64]{0} %agd, f32[64]{0} %agd)",
+        ]
+    )
+    shown = hlo.op_lines(text).splitlines()
+    assert shown == ["%ag = f32[64]{0} all-gather-start(f32[8]{0} %p), dimensions={0}"]
+    assert hlo.op_lines(text, ("dot",)) == "%d = f32[64]{0} dot(f32[64]{0} %agd, f32[64]{0} %agd)"
+    assert hlo.op_lines(text, ("dot",), width=20) == "%d = f32[64]{0} d..."
+    with pytest.raises(ValueError, match="ops=()"):
+        hlo.op_lines(text, ())
+    with pytest.raises(ValueError, match="width=5"):
+        hlo.op_lines(text, width=5)
