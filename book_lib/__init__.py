@@ -7,7 +7,7 @@ the first time it is used. The layers, lowest first:
 
 * specs and checks: `hardware` (every chip, with sources), `checks` (argument validation);
 * pure cost models, no JAX: `roofline`, `topology`, `collectives`, `sharding`, `transformer`,
-  `systolic` (a NumPy simulation);
+  `inference` (decode and prefill times), `systolic` (a NumPy simulation);
 * JAX: `devices` (the setup cell's device choice), `ring` and `attention` (demos), `hlo` (compiled
   programs), `bench` (timing), `precision` (accelerator matmul rounding on a CPU);
 * figures: `plots` (matplotlib).
@@ -25,6 +25,7 @@ __all__ = [
     "devices",
     "hardware",
     "hlo",
+    "inference",
     "plots",
     "precision",
     "ring",

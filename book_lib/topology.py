@@ -29,7 +29,16 @@ from dataclasses import dataclass
 from book_lib import checks
 from book_lib.hardware import Chip
 
-__all__ = ["grid_hops", "axis_bytes_per_s", "axis_hops", "Slice", "pod", "parse_shape"]
+__all__ = [
+    "grid_hops",
+    "axis_bytes_per_s",
+    "axis_hops",
+    "Slice",
+    "pod",
+    "parse_shape",
+    "slice_shapes",
+    "smallest_slice",
+]
 
 _CUBE = 4  # side of the optically switched building block of 3D-torus pods (chips)
 
@@ -249,3 +258,44 @@ def pod(chip: Chip | str) -> Slice:
     """
     chip = checks.chip(chip)
     return Slice(chip=chip, shape=chip.pod_shape)
+
+
+def slice_shapes(chip: Chip | str) -> tuple[tuple[int, ...], ...]:
+    """The slice shapes one can rent of `chip`'s generation, smallest first.
+
+    2D torus (v2, v3, v5e, v6e): 1x1, 2x2, then the shorter side doubles in turn (2x4, 4x4, 4x8, ...)
+    up to the pod. 3D torus (v4, v5p, 7x): 2x2x1, 2x2x2, then the shortest side doubles in turn
+    (2x2x4, 2x4x4, 4x4x4, 4x4x8, ...) while it fits the pod, then the full pod. NVSwitch GPUs:
+    1, 2, 4, 8 GPUs of one node, up to the node.
+    Source: Google Cloud TPU documentation, "TPU versions" (v5litepod-1 ... -256; v5p and v4
+    topologies 2x2x1, 2x2x2, 2x2x4, 2x4x4 and whole 4x4x4 cubes); Part 8 of the book rounds to these.
+    """
+    chip = checks.chip(chip)
+    if chip.ici_topology == "nvswitch":
+        return tuple((n,) for n in (1, 2, 4, 8) if n <= chip.pod_shape[0])
+    pod_sides = sorted(chip.pod_shape)
+    shapes: list[tuple[int, ...]] = [(1, 1)] if len(pod_sides) == 2 else [(2, 2, 1)]
+    sides = [2] * len(pod_sides)
+    while all(s <= p for s, p in zip(sides, pod_sides, strict=True)):
+        shapes.append(tuple(sides))
+        sides[sides.index(min(sides))] *= 2
+        sides.sort()
+    if math.prod(shapes[-1]) < math.prod(chip.pod_shape):
+        shapes.append(chip.pod_shape)
+    return tuple(shapes)
+
+
+def smallest_slice(chip: Chip | str, n_chips: int) -> Slice:
+    """The smallest slice of `slice_shapes(chip)` with at least `n_chips` chips.
+
+    Raises:
+        ValueError: n_chips not a count, or more chips than a pod holds.
+    """
+    chip = checks.chip(chip)
+    checks.count("n_chips", n_chips)
+    for shape in slice_shapes(chip):
+        if math.prod(shape) >= n_chips:
+            return Slice(chip=chip, shape=shape)
+    raise ValueError(
+        f"n_chips={n_chips!r}: more than a {chip.name} pod holds; allowed: at most {math.prod(chip.pod_shape)}"
+    )

@@ -1,0 +1,287 @@
+"""Inference cost model: prefill and decode step times, the batch that fits, the slice to rent.
+
+A decode step of a dense model with batch B at context S on n chips (Part 7, equation 4):
+
+    t_kv      = B S kv_bytes_per_token / (n W_hbm)          every sequence reads its own KV cache
+    t_weights = P weight_bytes / (n W_hbm)                  every step reads every weight once
+    t_math    = 2 B P_active / (n C)                        the linears; attention's FLOPs are negligible
+    t_ici     = per layer, an AllGather and a ReduceScatter of the [B, D] activations around the
+                attention block and around the MLP (Megatron model parallelism over the slice)
+
+The text's estimate is t_kv + max(t_weights, t_math): attention never becomes compute-bound, the
+linears turn compute-bound above the critical batch. We add t_ici to the max (it overlaps with the
+linears as well as it can), call that `t_lower`, and the sum of all four terms `t_upper` (nothing
+overlaps).
+
+Book: Part 7 (All About Transformer Inference), "Theoretical estimates for LLM latency and
+throughput" and "Distributing Inference Over Multiple Accelerators"; Part 8 (Serving LLaMA 3-70B).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from book_lib import checks, collectives, topology
+from book_lib.hardware import Chip
+from book_lib.transformer import TransformerConfig, get_model
+
+__all__ = [
+    "DecodeStep",
+    "decode_step_time",
+    "prefill_time",
+    "memory_bytes",
+    "max_batch",
+    "min_chips",
+    "latency_throughput",
+    "speculative_tokens_per_step",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DecodeStep:
+    """One decode step's estimate; times in seconds.
+
+    Attributes:
+        batch: sequences decoded together (count).
+        n_chips: chips the model is sharded over (count).
+        t_kv: reading every sequence's KV cache from HBM (s).
+        t_weights: reading every weight from HBM (s).
+        t_math: the linears' FLOPs at the chips' peak (s).
+        t_ici: the model-parallel collectives over ICI (s); 0 on one chip.
+        memory_bytes: weights plus KV caches, all chips together (bytes).
+        hbm_bytes: HBM of all chips together (bytes).
+    """
+
+    batch: int
+    n_chips: int
+    t_kv: float
+    t_weights: float
+    t_math: float
+    t_ici: float
+    memory_bytes: float
+    hbm_bytes: float
+
+    @property
+    def t_lower(self) -> float:
+        """The text's step time, perfect overlap (s): t_kv + max(t_weights, t_math, t_ici)."""
+        return self.t_kv + max(self.t_weights, self.t_math, self.t_ici)
+
+    @property
+    def t_upper(self) -> float:
+        """Step time with no overlap at all (s): t_kv + t_weights + t_math + t_ici."""
+        return self.t_kv + self.t_weights + self.t_math + self.t_ici
+
+    @property
+    def bound(self) -> str:
+        """What sets the max in `t_lower`: `"weights"` (HBM), `"math"` or `"ici"`."""
+        terms = {"weights": self.t_weights, "math": self.t_math, "ici": self.t_ici}
+        return max(terms, key=lambda k: terms[k])
+
+    @property
+    def fits(self) -> bool:
+        """True when weights and KV caches fit in the chips' HBM."""
+        return self.memory_bytes <= self.hbm_bytes
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Throughput at `t_lower` (tokens/s): batch / t_lower."""
+        return self.batch / self.t_lower
+
+    @property
+    def tokens_per_s_per_chip(self) -> float:
+        """Throughput per chip at `t_lower` (tokens/s/chip)."""
+        return self.tokens_per_s / self.n_chips
+
+
+def _slice(chip: Chip, n_chips: int) -> topology.Slice:
+    """The offered slice of exactly `n_chips` chips (ValueError listing the offered counts otherwise)."""
+    checks.count("n_chips", n_chips)
+    offered = [math.prod(s) for s in topology.slice_shapes(chip)]
+    if n_chips not in offered:
+        raise ValueError(f"n_chips={n_chips!r}: no {chip.name} slice has that many chips; allowed: {offered}")
+    return topology.smallest_slice(chip, n_chips)
+
+
+def memory_bytes(
+    model: TransformerConfig | str, batch: int, context_len: int, *, weight_bytes: float = 2, kv_bytes: float = 2
+) -> float:
+    """Weights plus KV caches of a batch (bytes): P weight_bytes + B S kv_bytes_per_token.
+
+    Activations are left out: without a backward pass they are a few [B, D] arrays.
+    Book: Part 7, "What about memory?"; Part 8, "What's the LLaMA Serving Story?".
+    """
+    model = get_model(model, arg="model")
+    checks.count("batch", batch, minimum=0)
+    checks.count("context_len", context_len)
+    checks.positive("weight_bytes", weight_bytes)
+    per_token = model.kv_cache_bytes_per_token(checks.positive("kv_bytes", kv_bytes))
+    return model.param_count() * weight_bytes + batch * context_len * per_token
+
+
+def _ici_s(model: TransformerConfig, chip: Chip, batch: int, n_chips: int, act_bytes: float) -> float:
+    """Model-parallel collectives of one step (s): L * 2 * (AllGather + ReduceScatter) of B D act_bytes."""
+    if n_chips == 1 or batch == 0:
+        return 0.0
+    shape = _slice(chip, n_chips).shape
+    v = batch * model.d_model * act_bytes
+    gather = collectives.collective_time("all_gather", v, shape, chip).total_s
+    scatter = collectives.collective_time("reduce_scatter", v, shape, chip).total_s
+    return model.n_layers * 2 * (gather + scatter)
+
+
+def decode_step_time(
+    model: TransformerConfig | str,
+    chip: Chip | str,
+    n_chips: int,
+    batch: int,
+    context_len: int,
+    *,
+    weight_bytes: float = 2,
+    kv_bytes: float = 2,
+    math_dtype: str = "bf16",
+    act_bytes: float = 2,
+) -> DecodeStep:
+    """One generation step of `batch` sequences at `context_len` on `n_chips` chips (see the module docstring).
+
+    t_kv = B S kv / (n W_hbm); t_weights = P w / (n W_hbm); t_math = 2 B P_active / (n C);
+    t_ici = L * 2 * (AllGather + ReduceScatter of B D act_bytes) over the slice.
+
+    Args:
+        model: a `TransformerConfig` or a preset name.
+        chip: a `Chip` or a name.
+        n_chips: chips of an offered slice (`topology.slice_shapes`), sharded Megatron-style.
+        batch: sequences decoded together (count, >= 1).
+        context_len: S, tokens already in each KV cache (count).
+        weight_bytes: bytes per weight (2 bf16, 1 int8, 0.5 int4).
+        kv_bytes: bytes per cached key or value.
+        math_dtype: the dtype the MXU multiplies in ("bf16", or "int8" with int8 activations).
+        act_bytes: bytes per activation value the collectives move.
+    Book: Part 7, equation (4) and "Note on ICI bounds for generation".
+    """
+    model = get_model(model, arg="model")
+    chip = checks.chip(chip)
+    _slice(chip, n_chips)
+    checks.count("batch", batch)
+    checks.positive("act_bytes", act_bytes)
+    hbm_bytes_per_s = n_chips * chip.hbm_bytes_per_s
+    weights = memory_bytes(model, 0, context_len, weight_bytes=weight_bytes, kv_bytes=kv_bytes)
+    total = memory_bytes(model, batch, context_len, weight_bytes=weight_bytes, kv_bytes=kv_bytes)
+    return DecodeStep(
+        batch=batch,
+        n_chips=n_chips,
+        t_kv=(total - weights) / hbm_bytes_per_s,
+        t_weights=weights / hbm_bytes_per_s,
+        t_math=2 * batch * model.active_param_count() / (n_chips * chip.peak_ops_per_s(math_dtype)),
+        t_ici=_ici_s(model, chip, batch, n_chips, act_bytes),
+        memory_bytes=total,
+        hbm_bytes=n_chips * chip.hbm_bytes,
+    )
+
+
+def prefill_time(
+    model: TransformerConfig | str, chip: Chip | str, n_chips: int, prompt_len: int, *, batch: int = 1, mfu: float = 1.0
+) -> float:
+    """Time to prefill `batch` prompts of `prompt_len` tokens (s), compute-bound at `mfu` of peak.
+
+    t = B T * flops_per_token(T, forward, causal) / (n C mfu)
+    Prefill is compute-bound for any prompt longer than the critical batch, so only FLOPs count.
+    Book: Part 7, "Linear operations: what bottlenecks us?" and "Prefill"; Part 8 (prefill time).
+    """
+    model = get_model(model, arg="model")
+    chip = checks.chip(chip)
+    _slice(chip, n_chips)
+    checks.count("prompt_len", prompt_len)
+    checks.count("batch", batch)
+    if not 0 < mfu <= 1:
+        raise ValueError(f"mfu={mfu!r}: not a fraction of peak; allowed: 0 < mfu <= 1")
+    flops = batch * prompt_len * model.flops_per_token(prompt_len, training=False, causal=True)
+    return flops / (n_chips * chip.bf16_flops_per_s * mfu)
+
+
+def max_batch(
+    model: TransformerConfig | str,
+    chip: Chip | str,
+    n_chips: int,
+    context_len: int,
+    *,
+    weight_bytes: float = 2,
+    kv_bytes: float = 2,
+) -> int:
+    """Most sequences of `context_len` whose KV caches fit beside the weights (count; 0 if none).
+
+    B_max = floor((n HBM - P weight_bytes) / (S kv_bytes_per_token))
+    Book: Part 7, "Modeling throughput and latency for LLaMA 2-13B"; Part 8, "Thinking about throughput".
+    """
+    model = get_model(model, arg="model")
+    chip = checks.chip(chip)
+    _slice(chip, n_chips)
+    weights = memory_bytes(model, 0, context_len, weight_bytes=weight_bytes, kv_bytes=kv_bytes)
+    one = memory_bytes(model, 1, context_len, weight_bytes=weight_bytes, kv_bytes=kv_bytes) - weights
+    return max(0, math.floor((n_chips * chip.hbm_bytes - weights) / one))
+
+
+def min_chips(
+    model: TransformerConfig | str,
+    chip: Chip | str,
+    batch: int,
+    context_len: int,
+    *,
+    weight_bytes: float = 2,
+    kv_bytes: float = 2,
+) -> topology.Slice:
+    """The smallest offered slice whose HBM holds the weights and `batch` KV caches.
+
+    n >= (P weight_bytes + B S kv_bytes_per_token) / HBM per chip, rounded up to `topology.slice_shapes`.
+    Book: Part 8, "What's the LLaMA Serving Story?" (rounding to a slice shape).
+
+    Raises:
+        ValueError: bad arguments, or not even a whole pod holds it.
+    """
+    chip = checks.chip(chip)
+    checks.count("batch", batch, minimum=0)
+    need = memory_bytes(model, batch, context_len, weight_bytes=weight_bytes, kv_bytes=kv_bytes)
+    for shape in topology.slice_shapes(chip):
+        if math.prod(shape) * chip.hbm_bytes >= need:
+            return topology.Slice(chip=chip, shape=shape)
+    raise ValueError(
+        f"batch={batch!r}: {need:.3g} bytes do not fit a whole {chip.name} pod; allowed: a smaller batch, "
+        "context or dtype"
+    )
+
+
+def latency_throughput(
+    model: TransformerConfig | str,
+    chip: Chip | str,
+    n_chips: int,
+    context_len: int,
+    batches: tuple[int, ...] | list[int],
+    *,
+    weight_bytes: float = 2,
+    kv_bytes: float = 2,
+    math_dtype: str = "bf16",
+) -> tuple[DecodeStep, ...]:
+    """`decode_step_time` at each batch of `batches`, for a plot of latency against throughput.
+
+    Each point is (t_lower, tokens_per_s_per_chip) of one batch; see `DecodeStep`.
+    Book: Part 7, "Theoretical estimates for LLM latency and throughput"; Part 8 (the Pareto plots).
+    """
+    if not isinstance(batches, (tuple, list)) or not batches:
+        raise ValueError(f"batches={batches!r}: not a non-empty list; allowed: a list of batch sizes")
+    kw = {"weight_bytes": weight_bytes, "kv_bytes": kv_bytes, "math_dtype": math_dtype}
+    return tuple(decode_step_time(model, chip, n_chips, b, context_len, **kw) for b in batches)  # type: ignore[arg-type]
+
+
+def speculative_tokens_per_step(acceptance_rate: float, draft_len: int) -> float:
+    """Expected tokens a target-model step yields when it checks `draft_len` drafted tokens.
+
+    Each drafted token is accepted with probability a, independently, until the first rejection;
+    the target model always adds one token of its own (the correction, or one past the draft):
+    E = (1 - a^(k+1)) / (1 - a), and k + 1 when a = 1.
+    Book: Part 7, "Speculative Sampling"; Leviathan et al. (2023), equation (1).
+    """
+    a = checks.non_negative("acceptance_rate", acceptance_rate)
+    if a > 1:
+        raise ValueError(f"acceptance_rate={acceptance_rate!r}: not a probability; allowed: 0 <= a <= 1")
+    k = checks.count("draft_len", draft_len, minimum=0)
+    return float(k + 1) if a == 1 else (1 - a ** (k + 1)) / (1 - a)

@@ -1,0 +1,133 @@
+"""book_lib.inference against the worked numbers of Parts 7 and 8, and its refusals."""
+
+import math
+
+import pytest
+
+from book_lib import inference, topology
+from book_lib.hardware import get_chip
+from book_lib.transformer import get_model
+
+V5E = get_chip("tpu-v5e")
+
+
+def test_llama2_13b_table_of_part_7():
+    """Part 7's LLaMA 2 13B table on 8 v5e at 8192 tokens; the text used 8.2e11 B/s where the table says 8.1e11."""
+    printed_ms = {1: 4.98, 8: 12.13, 16: 20.30, 32: 36.65, 64: 69.33, 240: 249.09}
+    bandwidth_ratio = 8.2e11 / V5E.hbm_bytes_per_s
+    for batch, ms in printed_ms.items():
+        step = inference.decode_step_time("llama-2-13b", V5E, 8, batch, 8192)
+        assert step.bound == "weights"
+        assert step.t_kv + step.t_weights == pytest.approx(ms * 1e-3 * bandwidth_ratio, rel=0.02), batch
+    assert inference.max_batch("llama-2-13b", V5E, 8, 8192) == 16  # "We OOM beyond batch size 16"
+    assert inference.decode_step_time("llama-2-13b", V5E, 8, 16, 8192).fits
+    assert not inference.decode_step_time("llama-2-13b", V5E, 8, 17, 8192).fits
+
+
+def test_llama3_70b_int8_on_v5e_part_8():
+    """Part 8: int8 weights and KV, batch 32, 8192 tokens: 112 GB, a 2x4 slice, about 17 ms a step, half on a 4x4."""
+    step = inference.decode_step_time("llama-3-70b", V5E, 8, 32, 8192, weight_bytes=1, kv_bytes=1)
+    assert step.memory_bytes == pytest.approx(112e9, rel=0.02)
+    assert step.t_kv + step.t_weights == pytest.approx(112e9 / (8 * 8.1e11), rel=0.02)
+    assert step.bound == "weights"
+    assert inference.min_chips("llama-3-70b", V5E, 32, 8192, weight_bytes=1, kv_bytes=1).shape == (2, 4)
+    bigger = inference.decode_step_time("llama-3-70b", V5E, 16, 32, 8192, weight_bytes=1, kv_bytes=1)
+    assert bigger.t_kv + bigger.t_weights == pytest.approx((step.t_kv + step.t_weights) / 2)
+    assert bigger.tokens_per_s_per_chip == pytest.approx(step.tokens_per_s_per_chip, rel=0.1)
+
+
+@pytest.mark.parametrize(("weight_bytes", "shape"), [(2, (4, 4)), (1, (2, 4)), (0.5, (2, 2))])
+def test_smallest_v5e_slice_for_llama3_70b_weights(weight_bytes, shape):
+    """Part 8: bf16 needs a 4x4, int8 a 4x2, int4 a 2x2 (KV caches neglected)."""
+    assert inference.min_chips("llama-3-70b", V5E, 0, 8192, weight_bytes=weight_bytes).shape == shape
+
+
+def test_step_terms_follow_their_formulas():
+    model = get_model("llama-3-8b")
+    step = inference.decode_step_time(model, "h100", 1, 64, 4096)
+    assert step.t_ici == 0
+    assert step.t_math == pytest.approx(2 * 64 * model.active_param_count() / get_chip("h100").bf16_flops_per_s)
+    assert step.t_kv == pytest.approx(64 * 4096 * model.kv_cache_bytes_per_token(2) / get_chip("h100").hbm_bytes_per_s)
+    assert step.t_lower == step.t_kv + max(step.t_weights, step.t_math)
+    assert step.t_upper == pytest.approx(step.t_kv + step.t_weights + step.t_math)
+    big = inference.decode_step_time(model, "h100", 1, 4096, 128)
+    assert big.bound == "math"  # above the critical batch the linears are compute-bound
+    sharded = inference.decode_step_time(model, "h100", 8, 64, 4096)
+    assert sharded.t_ici > 0 and sharded.t_weights == pytest.approx(step.t_weights / 8)
+
+
+def test_int8_math_halves_math_time_on_v5e():
+    bf16 = inference.decode_step_time("llama-3-70b", V5E, 16, 256, 1024, weight_bytes=1)
+    int8 = inference.decode_step_time("llama-3-70b", V5E, 16, 256, 1024, weight_bytes=1, math_dtype="int8")
+    assert int8.t_math == pytest.approx(bf16.t_math * V5E.bf16_flops_per_s / V5E.int8_ops_per_s)
+
+
+def test_prefill_is_forward_flops_at_peak():
+    model = get_model("llama-3-70b")
+    t = inference.prefill_time(model, V5E, 16, 8192, batch=2, mfu=0.5)
+    flops = 2 * 8192 * model.flops_per_token(8192, training=False, causal=True)
+    assert t == pytest.approx(flops / (16 * V5E.bf16_flops_per_s * 0.5))
+    assert flops / (2 * 8192) > 2 * model.param_count()  # attention adds to 2 N per token
+
+
+def test_latency_throughput_moves_along_the_frontier():
+    steps = inference.latency_throughput("llama-3-70b", V5E, 16, 2048, [1, 8, 64, 512], weight_bytes=1)
+    latencies = [s.t_lower for s in steps]
+    throughputs = [s.tokens_per_s_per_chip for s in steps]
+    assert latencies == sorted(latencies) and throughputs == sorted(throughputs)
+
+
+@pytest.mark.parametrize(("a", "k", "expected"), [(0.0, 4, 1.0), (1.0, 4, 5.0), (0.5, 1, 1.5), (0.8, 3, 2.952)])
+def test_speculative_tokens_per_step(a, k, expected):
+    assert inference.speculative_tokens_per_step(a, k) == pytest.approx(expected)
+
+
+def test_speculative_formula_matches_a_simulation():
+    import random
+
+    rng = random.Random(0)
+    a, k, trials = 0.7, 5, 40_000
+    total = 0
+    for _ in range(trials):
+        accepted = 0
+        while accepted < k and rng.random() < a:
+            accepted += 1
+        total += accepted + 1
+    assert total / trials == pytest.approx(inference.speculative_tokens_per_step(a, k), rel=0.01)
+
+
+def test_slice_shapes_each_generation_offers():
+    assert topology.slice_shapes("v5e")[:4] == ((1, 1), (2, 2), (2, 4), (4, 4))
+    assert topology.slice_shapes("v5e")[-1] == (16, 16)
+    assert topology.slice_shapes("v5p")[:5] == ((2, 2, 1), (2, 2, 2), (2, 2, 4), (2, 4, 4), (4, 4, 4))
+    assert topology.slice_shapes("v5p")[-1] == (16, 20, 28)
+    assert topology.slice_shapes("h100") == ((1,), (2,), (4,), (8,))
+    for chip in ("v2", "v3", "v4", "v5e", "v5p", "v6e", "tpu-7x", "b200"):
+        counts = [math.prod(s) for s in topology.slice_shapes(chip)]
+        assert counts == sorted(set(counts)), chip
+        for shape in topology.slice_shapes(chip):
+            topology.Slice.of(chip, shape)  # every offered shape is a valid slice
+    assert topology.smallest_slice("v5e", 7).shape == (2, 4)
+    assert topology.smallest_slice("v5e", 17).shape == (4, 8)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: inference.decode_step_time("llama-3-70b", V5E, 6, 1, 8192), r"n_chips=6: .*allowed: \[1, 4, 8"),
+        (lambda: inference.decode_step_time("llama-3-70x", V5E, 8, 1, 8192), "model='llama-3-70x'.*llama-3-70b"),
+        (lambda: inference.decode_step_time("llama-3-70b", "v5q", 8, 1, 8192), "chip='v5q'"),
+        (lambda: inference.decode_step_time("llama-3-70b", V5E, 8, 0, 8192), "batch=0"),
+        (lambda: inference.decode_step_time("llama-3-70b", V5E, 8, 1, 8192, weight_bytes=0), "weight_bytes=0"),
+        (lambda: inference.decode_step_time("llama-3-70b", V5E, 8, 1, 8192, math_dtype="fp8"), "fp8"),
+        (lambda: inference.prefill_time("llama-3-70b", V5E, 8, 1024, mfu=1.5), "mfu=1.5"),
+        (lambda: inference.min_chips("llama-3.1-405b", V5E, 4096, 131072), "batch=4096"),
+        (lambda: inference.latency_throughput("llama-3-70b", V5E, 8, 1024, []), r"batches=\[\]"),
+        (lambda: inference.speculative_tokens_per_step(1.2, 3), "acceptance_rate=1.2"),
+        (lambda: inference.speculative_tokens_per_step(0.5, -1), "draft_len=-1"),
+        (lambda: topology.smallest_slice("v5e", 257), "n_chips=257.*at most 256"),
+    ],
+)
+def test_bad_input_is_named(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
