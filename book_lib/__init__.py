@@ -8,7 +8,7 @@ the first time it is used. The layers, lowest first:
 * specs and checks: `hardware` (every chip, with sources), `checks` (argument validation);
 * pure cost models, no JAX: `roofline`, `topology`, `collectives`, `sharding`, `transformer`,
   `inference` (decode and prefill times), `systolic` (a NumPy simulation);
-* JAX: `devices` (the setup cell's device choice), `ring` and `attention` (demos), `hlo` (compiled
+* JAX: `devices` (the setup cell's device choice), `ring`, `attention` and `decode` (demos), `hlo` (compiled
   programs), `bench` (timing), `precision` (accelerator matmul rounding on a CPU);
 * figures: `plots` (matplotlib).
 """
@@ -22,6 +22,7 @@ __all__ = [
     "bench",
     "checks",
     "collectives",
+    "decode",
     "devices",
     "hardware",
     "hlo",

@@ -1,0 +1,179 @@
+"""A small decoder-only Transformer that generates with a preallocated KV cache: chapter 7's demo.
+
+`forward` runs a batch of whole sequences with causal attention and no cache (the slow way: every
+new token re-reads the whole prefix). `prefill` runs the prompt once and writes its keys and
+values into a cache of `max_len` positions; `decode_step` feeds one token per sequence, attends
+to the cache, and writes its own key and value in place. Under `jax.jit` with the cache donated,
+XLA updates the cache buffers instead of copying them. `quantize_int8` stores every matrix as int8
+with one float scale per output column, the weight-only quantisation of Part 8.
+
+Layers: RMSNorm, grouped-query attention with rotary position embeddings, gated MLP.
+Book: Part 7 (All About Transformer Inference), "The Basics of Transformer Inference" (prefill,
+generation, the KV cache); Part 8 (quantised weights).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from book_lib import checks
+from book_lib.attention import _rms_norm, init_layer
+from book_lib.transformer import TransformerConfig
+
+__all__ = ["init_model", "forward", "init_cache", "prefill", "decode_step", "generate", "quantize_int8"]
+
+Params = dict[str, Any]
+_MATRICES = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down")
+
+
+def init_model(config: TransformerConfig, key: jax.Array) -> Params:
+    """Random f32 weights: `embed` f32[V, D], `layers` (a list of `attention.init_layer` dicts),
+    `norm` f32[D] and `unembed` f32[D, V]."""
+    keys = jax.random.split(key, config.n_layers + 2)
+    V, D = config.vocab_size, config.d_model
+    return {
+        "embed": jax.random.normal(keys[0], (V, D), jnp.float32),
+        "layers": [init_layer(config, k) for k in keys[2:]],
+        "norm": jnp.ones((D,), jnp.float32),
+        "unembed": jax.random.normal(keys[1], (D, V), jnp.float32) / math.sqrt(D),
+    }
+
+
+def quantize_int8(params: Params) -> Params:
+    """Each layer matrix as `{"q": int8[in, out], "scale": f32[out]}`, scale = max |w| over the column / 127.
+
+    Reading int8 weights halves the bytes a decode step must load; the matmul dequantises
+    (q * scale) on the fly. Book: Part 8, "Thinking about throughput" (int8 weights, bf16 FLOPs).
+    """
+
+    def one(w: jax.Array) -> dict[str, jax.Array]:
+        scale = jnp.maximum(jnp.max(jnp.abs(w), axis=0), 1e-12) / 127.0
+        return {"q": jnp.round(w / scale).astype(jnp.int8), "scale": scale}
+
+    layers = [{n: one(w) if n in _MATRICES else w for n, w in layer.items()} for layer in params["layers"]]
+    return {**params, "layers": layers}
+
+
+def _matmul(x: jax.Array, w: jax.Array | dict[str, jax.Array]) -> jax.Array:
+    if isinstance(w, dict):
+        return (x @ w["q"].astype(x.dtype)) * w["scale"]
+    return x @ w
+
+
+def _rope(x: jax.Array, positions: jax.Array) -> jax.Array:
+    """Rotary embedding of x[..., T, heads, H] at integer `positions` [..., T] (H even)."""
+    half = x.shape[-1] // 2
+    freq = 10000.0 ** (-jnp.arange(half, dtype=jnp.float32) / half)
+    angle = positions[..., None, None].astype(jnp.float32) * freq
+    a, b = x[..., :half], x[..., half:]
+    return jnp.concatenate([a * jnp.cos(angle) - b * jnp.sin(angle), a * jnp.sin(angle) + b * jnp.cos(angle)], -1)
+
+
+def _layer(
+    p: Params, x: jax.Array, k_cache: jax.Array, v_cache: jax.Array, start: jax.Array, config: TransformerConfig
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """One layer on x f32[B, T, D] at positions start .. start+T-1, caches f32[B, S, K, H] updated in place."""
+    B, T, _ = x.shape
+    N, K, H = config.n_heads, config.n_kv_heads, config.head_dim
+    positions = start + jnp.arange(T)
+    n = _rms_norm(x, p["norm_attn"])
+    q = _rope(_matmul(n, p["wq"]).reshape(B, T, N, H), positions)
+    k = _rope(_matmul(n, p["wk"]).reshape(B, T, K, H), positions)
+    v = _matmul(n, p["wv"]).reshape(B, T, K, H)
+    k_cache = jax.lax.dynamic_update_slice(k_cache, k.astype(k_cache.dtype), (0, start, 0, 0))
+    v_cache = jax.lax.dynamic_update_slice(v_cache, v.astype(v_cache.dtype), (0, start, 0, 0))
+    q = q.reshape(B, T, K, N // K, H)
+    scores = jnp.einsum("btkgh,bskh->bkgts", q, k_cache.astype(q.dtype)) / math.sqrt(H)
+    visible = jnp.arange(k_cache.shape[1])[None, :] <= positions[:, None]  # [T, S]: causal, and only written slots
+    scores = jnp.where(visible, scores, -jnp.inf)
+    mixed = jnp.einsum("bkgts,bskh->btkgh", jax.nn.softmax(scores, axis=-1), v_cache.astype(q.dtype))
+    h = x + _matmul(mixed.reshape(B, T, N * H), p["wo"])
+    n = _rms_norm(h, p["norm_mlp"])
+    up = _matmul(n, p["w_up"])
+    inner = jax.nn.silu(_matmul(n, p["w_gate"])) * up if config.gated_mlp else jax.nn.gelu(up)
+    return h + _matmul(inner, p["w_down"]), k_cache, v_cache
+
+
+def init_cache(config: TransformerConfig, batch: int, max_len: int, dtype: Any = jnp.float32) -> dict[str, jax.Array]:
+    """Zeroed caches `k`, `v` of shape [L, B, max_len, K, H]: every position a sequence may reach.
+
+    Its size is `TransformerConfig.kv_cache_bytes_per_token(itemsize) * batch * max_len` bytes.
+    """
+    checks.count("batch", batch)
+    checks.count("max_len", max_len)
+    shape = (config.n_layers, batch, max_len, config.n_kv_heads, config.head_dim)
+    return {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)}
+
+
+def _run(
+    params: Params, tokens: jax.Array, cache: dict[str, jax.Array], start: jax.Array, config: TransformerConfig
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    x = params["embed"][tokens]
+    ks, vs = [], []
+    for i, p in enumerate(params["layers"]):
+        x, k, v = _layer(p, x, cache["k"][i], cache["v"][i], start, config)
+        ks.append(k)
+        vs.append(v)
+    logits = _rms_norm(x, params["norm"]) @ params["unembed"]
+    return logits, {"k": jnp.stack(ks), "v": jnp.stack(vs)}
+
+
+def forward(params: Params, tokens: jax.Array, config: TransformerConfig) -> jax.Array:
+    """Logits f32[B, T, V] of every position of tokens int[B, T], causal, without a kept cache."""
+    B, T = tokens.shape
+    logits, _ = _run(params, tokens, init_cache(config, B, T), jnp.int32(0), config)
+    return logits
+
+
+def prefill(
+    params: Params, tokens: jax.Array, cache: dict[str, jax.Array], config: TransformerConfig
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """Run the prompt tokens int[B, T] once: logits of its last position f32[B, V], and the cache filled to T."""
+    logits, cache = _run(params, tokens, cache, jnp.int32(0), config)
+    return logits[:, -1], cache
+
+
+def decode_step(
+    params: Params, cache: dict[str, jax.Array], token: jax.Array, pos: jax.Array, config: TransformerConfig
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """Feed token int[B] at position `pos`: logits f32[B, V] for the next one, and the cache with slot `pos` written.
+
+    Jit it with `donate_argnums=1` (the cache) and `static_argnums=4`, so XLA writes the new key
+    and value into the cache's own buffers.
+    """
+    logits, cache = _run(params, token[:, None], cache, pos, config)
+    return logits[:, 0], cache
+
+
+def generate(
+    params: Params, prompt: jax.Array, n_new: int, config: TransformerConfig, *, use_cache: bool = True
+) -> jax.Array:
+    """Greedy continuation: int[B, n_new] tokens after `prompt` int[B, T].
+
+    With `use_cache`, one prefill then one jitted `decode_step` per token; without, the whole
+    sequence is re-run for every new token (the O(T^2) loop a KV cache avoids).
+    """
+    checks.count("n_new", n_new)
+    B, T = prompt.shape
+    out = []
+    if not use_cache:
+        run = jax.jit(forward, static_argnums=2)
+        seq = prompt
+        for _ in range(n_new):
+            nxt = jnp.argmax(run(params, seq, config)[:, -1], axis=-1)
+            out.append(nxt)
+            seq = jnp.concatenate([seq, nxt[:, None]], axis=1)
+        return jnp.stack(out, axis=1)
+    cache = init_cache(config, B, T + n_new)
+    logits, cache = jax.jit(prefill, static_argnums=3)(params, prompt, cache, config)
+    step = jax.jit(decode_step, static_argnums=4, donate_argnums=1)
+    for i in range(n_new):
+        nxt = jnp.argmax(logits, axis=-1)
+        out.append(nxt)
+        if i + 1 < n_new:
+            logits, cache = step(params, cache, nxt, jnp.int32(T + i), config)
+    return jnp.stack(out, axis=1)
