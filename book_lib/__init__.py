@@ -7,7 +7,8 @@ the first time it is used. The layers, lowest first:
 
 * specs and checks: `hardware` (every chip, with sources), `checks` (argument validation);
 * pure cost models, no JAX: `roofline`, `topology`, `collectives`, `sharding`, `transformer`,
-  `inference` (decode and prefill times), `systolic` (a NumPy simulation);
+  `inference` (decode and prefill times), `systolic` (a NumPy simulation),
+  `speculative` (speculative sampling's acceptance rules, in NumPy);
 * JAX: `devices` (the setup cell's device choice), `ring`, `attention` and `decode` (demos), `hlo` (compiled
   programs), `bench` (timing), `precision` (accelerator matmul rounding on a CPU);
 * figures: `plots` (matplotlib).
@@ -32,6 +33,7 @@ __all__ = [
     "ring",
     "roofline",
     "sharding",
+    "speculative",
     "systolic",
     "topology",
     "transformer",

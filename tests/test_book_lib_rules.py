@@ -11,7 +11,18 @@ import pytest
 from book_lib import collectives, roofline, sharding, systolic, topology, transformer
 
 BOOK_LIB = Path(__file__).resolve().parent.parent / "book_lib"
-PURE = ("checks", "hardware", "roofline", "topology", "collectives", "sharding", "transformer", "inference", "systolic")
+PURE = (
+    "checks",
+    "hardware",
+    "roofline",
+    "topology",
+    "collectives",
+    "sharding",
+    "transformer",
+    "inference",
+    "systolic",
+    "speculative",
+)
 
 
 def test_no_function_is_longer_than_sixty_lines():
