@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 
 from book_lib import checks, collectives, topology
-from book_lib.hardware import Chip
+from book_lib.hardware import PRICES_USD_PER_CHIP_HOUR, Chip, price_usd_per_chip_hour
 from book_lib.transformer import TransformerConfig, get_model
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "max_batch",
     "min_chips",
     "latency_throughput",
+    "cost_per_million_tokens",
     "speculative_tokens_per_step",
 ]
 
@@ -270,6 +271,31 @@ def latency_throughput(
         raise ValueError(f"batches={batches!r}: not a non-empty list; allowed: a list of batch sizes")
     kw = {"weight_bytes": weight_bytes, "kv_bytes": kv_bytes, "math_dtype": math_dtype}
     return tuple(decode_step_time(model, chip, n_chips, b, context_len, **kw) for b in batches)  # type: ignore[arg-type]
+
+
+def cost_per_million_tokens(
+    tokens_per_s_per_chip: float, chip: Chip | str, *, usd_per_chip_hour: float | None = None
+) -> float:
+    """US dollars to generate a million tokens at `tokens_per_s_per_chip` (USD per 1e6 tokens).
+
+    cost = price per chip-hour / (tokens/s/chip * 3600 s/h) * 1e6
+    The price defaults to the text's on-demand figure (`hardware.PRICES_USD_PER_CHIP_HOUR`).
+    Book: Part 8, "What's the LLaMA Serving Story?" (FLOPs per dollar).
+
+    Raises:
+        ValueError: a non-positive rate or price, or a chip the text quotes no price for and none given.
+    """
+    checks.positive("tokens_per_s_per_chip", tokens_per_s_per_chip)
+    chip = checks.chip(chip)
+    if usd_per_chip_hour is None:
+        usd_per_chip_hour = price_usd_per_chip_hour(chip)
+        if usd_per_chip_hour is None:
+            raise ValueError(
+                f"chip={chip.name!r}: the text quotes no price; allowed: pass usd_per_chip_hour=, or one of "
+                f"{', '.join(PRICES_USD_PER_CHIP_HOUR)}"
+            )
+    checks.positive("usd_per_chip_hour", usd_per_chip_hour)
+    return usd_per_chip_hour / (tokens_per_s_per_chip * 3600) * 1e6
 
 
 def speculative_tokens_per_step(acceptance_rate: float, draft_len: int) -> float:

@@ -1,5 +1,6 @@
 """book_lib.inference against the worked numbers of Parts 7 and 8, and its refusals."""
 
+import json
 import math
 
 import pytest
@@ -77,6 +78,17 @@ def test_latency_throughput_moves_along_the_frontier():
     assert latencies == sorted(latencies) and throughputs == sorted(throughputs)
 
 
+def test_cost_per_million_tokens_uses_the_texts_prices():
+    # Part 8: a v5e costs $1.20 an hour; at 1000 tokens/s/chip that is 3.6e6 tokens for $1.20.
+    assert inference.cost_per_million_tokens(1000, V5E) == pytest.approx(1.20 / 3.6)
+    assert inference.cost_per_million_tokens(1000, "h100") == pytest.approx(10.8 / 3.6)
+    assert inference.cost_per_million_tokens(1000, "a100", usd_per_chip_hour=3.6) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="chip='tpu-v4': the text quotes no price.*tpu-v5e"):
+        inference.cost_per_million_tokens(1000, "v4")
+    with pytest.raises(ValueError, match="tokens_per_s_per_chip=0"):
+        inference.cost_per_million_tokens(0, V5E)
+
+
 @pytest.mark.parametrize(("a", "k", "expected"), [(0.0, 4, 1.0), (1.0, 4, 5.0), (0.5, 1, 1.5), (0.8, 3, 2.952)])
 def test_speculative_tokens_per_step(a, k, expected):
     assert inference.speculative_tokens_per_step(a, k) == pytest.approx(expected)
@@ -131,3 +143,33 @@ def test_slice_shapes_each_generation_offers():
 def test_bad_input_is_named(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_serve_command_prints_the_table_and_json(capsys):
+    from book_lib.__main__ import main
+
+    argv = ["serve", "--model", "llama3-70b", "--chip", "tpu-v5e", "--chips", "8", "--context", "8192"]
+    assert main([*argv, "--dtype", "int8"]) == 0
+    out = capsys.readouterr().out
+    assert "llama-3-70b on 8 tpu-v5e" in out and out.strip().splitlines()[-1].split()[0] == "32"  # max batch fits
+    assert main([*argv, "--dtype", "int8", "--batches", "1,64", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["batch"] for r in rows] == [1, 64] and rows[0]["fits"] and not rows[1]["fits"]
+    step = inference.decode_step_time("llama-3-70b", V5E, 8, 64, 8192, weight_bytes=1, kv_bytes=1)
+    assert rows[1]["t_lower_s"] == pytest.approx(step.t_lower)
+    assert rows[0]["usd_per_million_tokens"] == pytest.approx(
+        inference.cost_per_million_tokens(rows[0]["tokens_per_s_per_chip"], V5E)
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [(("--chips", "6"), "n_chips=6"), (("--batches", "1,x"), "count='x'"), (("--model", "llama3-71b"), "llama-3-70b")],
+)
+def test_serve_command_refuses_bad_input_in_one_line(capsys, change, message):
+    from book_lib.__main__ import main
+
+    argv = ["serve", "--model", "llama3-70b", "--chip", "tpu-v5e", "--chips", "8", "--context", "8192", *change]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and "Traceback" not in err

@@ -1,0 +1,252 @@
+"""Command line of book_lib: `python -m book_lib <command> ...`.
+
+    python -m book_lib plan --model llama3-70b --chip tpu-v5p --chips 8960 --batch-tokens 4M --seq 4096
+    python -m book_lib plan ... --json
+    python -m book_lib serve --model llama3-70b --chip tpu-v5e --chips 8 --context 8192 --dtype int8
+
+Each command is a function that adds its subparser and sets `run`, the function that carries it
+out (`_add_plan` and `_plan`); a new command (`serve`, say) adds one more pair to `COMMANDS`. Bad
+input prints one line, `error: ...`, to stderr and exits with status 2; nothing prints a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from book_lib import inference, training
+from book_lib.hardware import get_chip
+from book_lib.transformer import get_model
+
+_SUFFIXES = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+def parse_count(text: str) -> int:
+    """A token count written as `4194304`, `4M` (K, M, G, T are powers of 2: 4M = 4 * 2**20, the text's
+    1024 sequences of 4096) or `4.2e6`; it must come out a whole number.
+
+    Raises:
+        ValueError: text that is none of these, or not a whole number of tokens.
+    """
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgt]?)\s*", text.lower())
+    if match is None:
+        raise ValueError(f"count={text!r}: not a number; allowed: 4194304, 4M (4 * 2**20), 4.2e6")
+    value = float(match.group(1)) * _SUFFIXES[match.group(2)]
+    if value != int(value) or value < 1:
+        raise ValueError(f"count={text!r}: not a whole number >= 1; allowed: 4194304, 4M (4 * 2**20), 4.2e6")
+    return int(value)
+
+
+def _count_arg(text: str) -> int:
+    try:
+        return parse_count(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+# ----- plan ------------------------------------------------------------------------------------------
+
+
+def _add_plan(commands: Any) -> None:
+    plan = commands.add_parser(
+        "plan",
+        help="rank the ways to shard a training step",
+        description="Rank data, FSDP, tensor, mixed and pipeline parallelism for one training step "
+        "(book_lib.training.plan_training).",
+    )
+    plan.add_argument("--model", required=True, help="a book_lib.transformer preset, e.g. llama3-70b")
+    plan.add_argument("--chip", required=True, help="a book_lib.hardware chip, e.g. tpu-v5p")
+    plan.add_argument("--chips", required=True, type=_count_arg, help="number of chips: a slice, or whole pods")
+    plan.add_argument("--batch-tokens", required=True, type=_count_arg, help="tokens per step, e.g. 4M (4 * 2**20)")
+    plan.add_argument("--seq", required=True, type=_count_arg, help="tokens per sequence, e.g. 4096")
+    plan.add_argument("--checkpoints", type=float, default=4, help="D-wide activations saved per layer (default 4)")
+    plan.add_argument("--top", type=int, default=10, help="rows of the table to print (default 10; 0: all)")
+    plan.add_argument("--json", action="store_true", help="print every scheme as JSON instead of a table")
+    plan.set_defaults(run=_plan)
+
+
+def _entry_json(entry: training.PlanEntry) -> dict[str, Any]:
+    step, memory = entry.step, entry.memory
+    return {
+        "rank": entry.rank,
+        "scheme": entry.scheme,
+        "strategy": step.strategy,
+        "mesh": step.mesh,
+        "t_lower_s": step.t_lower,
+        "t_upper_s": step.t_upper,
+        "t_math_s": step.t_math,
+        "t_bubble_s": step.t_bubble,
+        "t_comms_s": step.t_comms,
+        "bound": step.bound,
+        "mfu": entry.mfu,
+        "tokens_per_chip": step.tokens_per_chip,
+        "context_parallel": step.context_parallel,
+        "memory_bytes_per_chip": {
+            "params": memory.params_bytes,
+            "grads": memory.grads_bytes,
+            "optimizer": memory.optimizer_bytes,
+            "activations": memory.activations_bytes,
+            "total": memory.total_bytes,
+            "hbm": memory.hbm_bytes,
+        },
+        "fits": memory.fits,
+        "near_text_fsdp_degree": entry.near_text_fsdp_degree,
+        "collectives": [
+            {
+                "name": c.name,
+                "op": c.op,
+                "phase": c.phase,
+                "axes": list(c.axes),
+                "link": c.link,
+                "array_bytes": c.array_bytes,
+                "calls": c.calls,
+                "total_s": c.total_s,
+            }
+            for c in step.collectives
+        ],  # fmt: skip
+        "reason": entry.reason,
+    }
+
+
+def _plan_json(plan: training.TrainingPlan) -> str:
+    head = {
+        "model": plan.model,
+        "chip": plan.chip,
+        "n_chips": plan.n_chips,
+        "batch_tokens": plan.batch_tokens,
+        "seq_len": plan.seq_len,
+        "pods": plan.pods,
+        "slice_shape": list(plan.slice_shape),
+        "text_fsdp_degree": plan.text_fsdp_degree,
+    }
+    return json.dumps({**head, "entries": [_entry_json(e) for e in plan.entries]}, indent=2)
+
+
+def _plan_table(plan: training.TrainingPlan, top: int) -> str:
+    pods = f"{plan.pods} pods of " if plan.pods > 1 else "one slice "
+    shape = "x".join(str(s) for s in plan.slice_shape)
+    lines = [
+        f"{plan.model} on {plan.n_chips:,} {plan.chip} ({pods}{shape}), {plan.batch_tokens:,} tokens per step "
+        f"({plan.batch_tokens // plan.seq_len:,} sequences of {plan.seq_len:,})",
+        f"text's FSDP degree for FSDP+TP: X_opt = sqrt(B M_X N / (F M_Y)) = {plan.text_fsdp_degree:,.0f} "
+        "(M_X = 2, M_Y = 1); * marks the mesh closest to it",
+        "",
+        f"{'#':>3}  {'scheme':<11} {'mesh':<40} {'step s':>8} {'math s':>8} {'comms s':>8} {'bound':<13} "
+        f"{'MFU':>5} {'GB/chip':>8}  why",
+    ]
+    shown = plan.entries if top <= 0 else plan.entries[:top]
+    for e in shown:
+        mesh = " ".join(f"{k}={v}" for k, v in e.step.mesh.items()) + (" *" if e.near_text_fsdp_degree else "")
+        lines.append(
+            f"{e.rank:>3}  {e.scheme:<11} {mesh:<40} {e.step.t_lower:>8.3f} {e.step.t_math:>8.3f} "
+            f"{e.step.t_comms:>8.3f} {e.step.bound:<13} {e.mfu:>5.0%} {e.memory.total_bytes / 1e9:>8.1f}  {e.reason}"
+        )
+    if len(shown) < len(plan.entries):
+        lines.append(f"... {len(plan.entries) - len(shown)} more (--top 0 shows all)")
+    return "\n".join(lines)
+
+
+def _plan(args: argparse.Namespace) -> str:
+    plan = training.plan_training(
+        args.model, args.chip, args.chips, args.batch_tokens, seq_len=args.seq, checkpoints_per_layer=args.checkpoints
+    )
+    return _plan_json(plan) if args.json else _plan_table(plan, args.top)
+
+
+# ----- serve -----------------------------------------------------------------------------------------
+
+_DTYPE_BYTES = {"bf16": 2, "int8": 1, "int4": 0.5}
+
+
+def _add_serve(commands: Any) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="decode latency and throughput against batch size",
+        description="Decode step time, throughput and cost per batch size (book_lib.inference.decode_step_time).",
+    )
+    serve.add_argument("--model", required=True, help="a book_lib.transformer preset, e.g. llama3-70b")
+    serve.add_argument("--chip", required=True, help="a book_lib.hardware chip, e.g. tpu-v5e")
+    serve.add_argument("--chips", required=True, type=_count_arg, help="chips of one slice, e.g. 8 (a 2x4)")
+    serve.add_argument("--context", required=True, type=_count_arg, help="tokens in each KV cache, e.g. 8192")
+    serve.add_argument("--dtype", choices=tuple(_DTYPE_BYTES), default="bf16", help="weights and KV cache")
+    serve.add_argument("--batches", help="comma-separated batch sizes (default: powers of 2 up to the largest fit)")
+    serve.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+    serve.set_defaults(run=_serve)
+
+
+def _serve_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+    size = _DTYPE_BYTES[args.dtype]
+    if args.batches:
+        batches = [parse_count(b) for b in args.batches.split(",")]
+    else:
+        largest = inference.max_batch(args.model, args.chip, args.chips, args.context, weight_bytes=size, kv_bytes=size)
+        batches = [2**i for i in range(max(largest, 1).bit_length())]
+    steps = inference.latency_throughput(
+        args.model, args.chip, args.chips, args.context, batches, weight_bytes=size, kv_bytes=size
+    )
+    rows = []
+    for s in steps:
+        try:
+            usd = inference.cost_per_million_tokens(s.tokens_per_s_per_chip, args.chip)
+        except ValueError:
+            usd = None
+        rows.append(
+            {"batch": s.batch, "t_lower_s": s.t_lower, "t_upper_s": s.t_upper, "bound": s.bound,
+             "t_kv_s": s.t_kv, "t_weights_s": s.t_weights, "t_math_s": s.t_math, "t_ici_s": s.t_ici,
+             "tokens_per_s": s.tokens_per_s, "tokens_per_s_per_chip": s.tokens_per_s_per_chip,
+             "usd_per_million_tokens": usd, "memory_bytes": s.memory_bytes, "fits": s.fits}
+        )  # fmt: skip
+    return rows
+
+
+def _serve(args: argparse.Namespace) -> str:
+    rows = _serve_rows(args)
+    if args.json:
+        return json.dumps(rows, indent=2)
+    lines = [
+        f"{get_model(args.model, arg='model').name} on {args.chips} {get_chip(args.chip, arg='chip').name}, "
+        f"{args.context:,}-token context, {args.dtype} weights and KV cache",
+        "",
+        f"{'batch':>6} {'step ms':>9} {'bound':<8} {'tok/s':>9} {'tok/s/chip':>10} {'$/M tok':>8} {'GB':>7}  fits",
+    ]
+    for r in rows:
+        usd = "-" if r["usd_per_million_tokens"] is None else f"{r['usd_per_million_tokens']:.2f}"
+        fits = "yes" if r["fits"] else "NO"
+        lines.append(
+            f"{r['batch']:>6} {r['t_lower_s'] * 1e3:>9.2f} {r['bound']:<8} {r['tokens_per_s']:>9,.0f} "
+            f"{r['tokens_per_s_per_chip']:>10,.0f} {usd:>8} {r['memory_bytes'] / 1e9:>7.1f}  {fits}"
+        )
+    return "\n".join(lines)
+
+
+# ----- entry point -----------------------------------------------------------------------------------
+
+COMMANDS: tuple[Callable[[Any], None], ...] = (_add_plan, _add_serve)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser with one subcommand per entry of `COMMANDS`."""
+    parser = argparse.ArgumentParser(prog="python -m book_lib", description="book_lib's cost models from a shell.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="command")
+    for add in COMMANDS:
+        add(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit status (0, or 2 for bad input, with the message on stderr)."""
+    args = build_parser().parse_args(argv)
+    try:
+        print(args.run(args))
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
