@@ -19,10 +19,40 @@ from typing import Any
 
 from book_lib import checks
 
-__all__ = ["Chip", "CHIPS", "VARIANTS", "get_chip", "chip_names", "chip_from_device_kind"]
+__all__ = [
+    "Chip",
+    "CHIPS",
+    "VARIANTS",
+    "get_chip",
+    "chip_names",
+    "chip_from_device_kind",
+    "MXU_PASS_ROWS",
+    "MXU_PASS_CYCLES",
+    "VMEM_OVER_HBM_BANDWIDTH_RATIO",
+    "INT4_OVER_BF16_RATIO",
+    "PRICES_USD_PER_CHIP_HOUR",
+    "price_usd_per_chip_hour",
+]
 
 GiB = 2**30
 BOOK = "How to Scale Your Model, Part 2, 'Key Takeaways' tables"
+INTERNALS = "How to Scale Your Model, Part 2, Appendix C ('TPU internals')"
+PALLAS_TPU = "https://docs.jax.dev/en/latest/pallas/tpu/pipelining.html (memory spaces, VREGs, scalar unit)"
+
+# One MXU pass: bf16[MXU_PASS_ROWS, size] @ bf16[size, size] -> f32[MXU_PASS_ROWS, size] every
+# MXU_PASS_CYCLES clock cycles, so size**2 multiply-adds (2 * size**2 FLOPs) per cycle per MXU.
+# Book: Part 2, "What is a TPU?" and Appendix B ("How does a systolic array work?"): "8 cycles" for an
+# 8x128 by 128x128 product on most generations (v6e: 8x256 by 256x256).
+MXU_PASS_ROWS = 8
+MXU_PASS_CYCLES = 8
+
+# VMEM feeds the MXU about this many times faster than HBM feeds VMEM (ratio of bytes/s). Book: Part 2,
+# "VMEM and arithmetic intensity" ("around 22x higher than HBM bandwidth"); no generation's VMEM rate is published.
+VMEM_OVER_HBM_BANDWIDTH_RATIO = 22
+
+# int4 matmuls run "roughly 4x" faster than bf16 on generations that support them (int8 roughly 2x). Book:
+# Part 2, "Key Takeaways". The text names no generation, so no chip records an int4 peak: this is a rule of thumb.
+INT4_OVER_BF16_RATIO = 4
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,6 +77,13 @@ class Chip:
         vmem_bytes: TPU on-chip vector memory (bytes), None where unpublished or for GPUs.
         mxu_size: side of one systolic array (TPU), None for GPUs.
         mxus_per_core: systolic arrays per TensorCore (TPU), None for GPUs.
+        vpu_shape: (sublanes, lanes) of the vector unit and of one vector register (TPU), None for GPUs;
+            (8, 128) on every TPU: an f32 VREG is 8 x 128 words.
+        vregs_per_core: vector registers per TensorCore (count), None where the text gives none.
+        vpu_alus_per_lane: ALUs in each (sublane, lane) slot of the VPU (count), None where unpublished.
+        clock_hz: clock rate (Hz) where the text states one; `systolic.implied_clock_hz` derives it
+            for any TPU from the peak, and a test checks the two agree.
+        cuda_cores_per_sm: FP32 CUDA cores per streaming multiprocessor (GPU), None for TPUs.
         devices_per_chip: JAX devices one chip shows as (count): 2 on TPU v2, v3 and 7x, whose
             TensorCores (7x: chiplets) are separate devices, each with its own half of the HBM.
         device_kinds: regular expressions; a lowercased `jax.Device.device_kind` that matches one
@@ -71,6 +108,11 @@ class Chip:
     vmem_bytes: float | None = None
     mxu_size: int | None = None
     mxus_per_core: int | None = None
+    vpu_shape: tuple[int, int] | None = None
+    vregs_per_core: int | None = None
+    vpu_alus_per_lane: int | None = None
+    clock_hz: float | None = None
+    cuda_cores_per_sm: int | None = None
     devices_per_chip: int = 1
     device_kinds: tuple[str, ...] = ()
     source: str
@@ -103,6 +145,27 @@ class Chip:
             shape = getattr(self, attr)
             if not shape or any(int(s) != s or s < 1 for s in shape):
                 raise ValueError(f"{attr}={shape!r}: not a shape for chip {self.name!r}; allowed: positive ints")
+        optional = ("mxu_size", "mxus_per_core", "vregs_per_core", "vpu_alus_per_lane", "clock_hz", "cuda_cores_per_sm")
+        for attr in optional:
+            value = getattr(self, attr)
+            if value is not None and not value > 0:
+                raise ValueError(f"{attr}={value!r}: not positive for chip {self.name!r}; allowed: > 0 or None")
+        if self.vpu_shape is not None and (len(self.vpu_shape) != 2 or min(self.vpu_shape) < 1):
+            raise ValueError(
+                f"vpu_shape={self.vpu_shape!r}: not (sublanes, lanes) for chip {self.name!r}; "
+                "allowed: two positive ints"
+            )
+
+    @property
+    def vpu_alus_per_core(self) -> int | None:
+        """ALUs in one TensorCore's vector unit (count): sublanes * lanes * vpu_alus_per_lane.
+
+        v4: 8 * 128 * 2 = 2048. None where the text gives no ALU count per slot.
+        Book: Part 2, Appendix C ("TPU internals", VPU).
+        """
+        if self.vpu_shape is None or self.vpu_alus_per_lane is None:
+            return None
+        return math.prod(self.vpu_shape) * self.vpu_alus_per_lane
 
     @property
     def chips_per_host(self) -> int:
@@ -184,6 +247,7 @@ _ALL = (
         dcn_bytes_per_s=2.5e10,
         mxu_size=128,
         mxus_per_core=1,
+        vpu_shape=(8, 128),
         devices_per_chip=2,
         device_kinds=("tpu v2",),
         source=(
@@ -202,12 +266,16 @@ _ALL = (
         ici_links=4,
         ici_topology="2d-torus",
         cores_per_chip=2,
+        # The book's table prints a 4x2 host for v3, 8 chips. Its own prose puts 4 chips (8 cores) on a
+        # host for two-core training chips, and only inference chips (v5e, v6e) get two trays of 4; a
+        # Cloud TPU v3-8 is 4 chips on one host. 4x2 counts cores, so we use 2x2 (erratum, flagged in chapter 2).
         host_shape=(2, 2),
         pod_shape=(32, 32),
         pcie_bytes_per_s=1.5e10,
         dcn_bytes_per_s=2.5e10,
         mxu_size=128,
         mxus_per_core=2,
+        vpu_shape=(8, 128),
         devices_per_chip=2,
         device_kinds=("tpu v3",),
         source=f"{BOOK}; https://cloud.google.com/tpu/docs/v3",
@@ -228,12 +296,17 @@ _ALL = (
         dcn_bytes_per_s=2.5e10,
         mxu_size=128,
         mxus_per_core=4,
+        vpu_shape=(8, 128),
+        vregs_per_core=32,  # Appendix C: "TPU v4 has 32 VREGs of size (8, 128)"
+        vpu_alus_per_lane=2,  # Appendix C: 2 ALUs per (lane, sublane) on v4, 2048 in all
         device_kinds=("tpu v4",),
-        source=f"{BOOK}; https://cloud.google.com/tpu/docs/v4",
+        source=f"{BOOK}; {INTERNALS}; {PALLAS_TPU}; https://cloud.google.com/tpu/docs/v4",
     ),
     _tpu(
         name="tpu-v5e",
         bf16_flops_per_s=1.97e14,
+        # Part 2 says "each TPU v5e MXU can do 4e14 int8 OPs/s": that is the whole chip's figure. With
+        # 4 MXUs of about 5e13 bf16 FLOPs/s each (its own numbers), one MXU does about 1e14 (erratum).
         int8_ops_per_s=3.94e14,
         hbm_bytes=16 * GiB,
         hbm_bytes_per_s=8.1e11,  # table; Part 1 uses 8.2e11 (chapter 1 shows the effect)
@@ -245,11 +318,13 @@ _ALL = (
         pod_shape=(16, 16),
         pcie_bytes_per_s=1.5e10,
         dcn_bytes_per_s=2.5e10,
-        vmem_bytes=128 * 2**20,
+        vmem_bytes=128 * 2**20,  # Part 2, "What is a TPU?": 128 MiB
         mxu_size=128,
         mxus_per_core=4,
+        vpu_shape=(8, 128),
+        clock_hz=1.5e9,  # Part 2, "What is a TPU?": the v5e runs at 1.5 GHz, about 5e13 FLOPs/s per MXU
         device_kinds=(r"tpu v5 ?lite", "tpu v5e"),
-        source=f"{BOOK}; https://cloud.google.com/tpu/docs/v5e",
+        source=f"{BOOK}; {INTERNALS}; https://cloud.google.com/tpu/docs/v5e",
     ),
     _tpu(
         name="tpu-v5p",
@@ -267,6 +342,7 @@ _ALL = (
         dcn_bytes_per_s=2.5e10,
         mxu_size=128,
         mxus_per_core=4,
+        vpu_shape=(8, 128),
         device_kinds=("tpu v5p?",),
         source=f"{BOOK}; https://cloud.google.com/tpu/docs/v5p",
     ),
@@ -282,10 +358,13 @@ _ALL = (
         cores_per_chip=1,
         host_shape=(4, 2),
         pod_shape=(16, 16),
-        pcie_bytes_per_s=3.2e10,  # book, Part 2 footnote: "Trillium (TPU v6e) has 32GB/s"
+        # Book, Part 2 footnote: "Trillium (TPU v6e) has 32GB/s, about 4x higher than v5". Against the
+        # 1.5e10 bytes/s the same page gives v5e, 3.2e10 is 2.1x, not 4x (erratum, flagged in chapter 2).
+        pcie_bytes_per_s=3.2e10,
         dcn_bytes_per_s=2.5e10,
         mxu_size=256,
         mxus_per_core=4,
+        vpu_shape=(8, 128),
         device_kinds=(r"tpu v6 ?lite", "tpu v6e"),
         source=f"{BOOK}; https://cloud.google.com/tpu/docs/v6e",
     ),
@@ -305,6 +384,7 @@ _ALL = (
         dcn_bytes_per_s=2.5e10,
         mxu_size=256,
         mxus_per_core=4,
+        vpu_shape=(8, 128),
         devices_per_chip=2,
         device_kinds=(r"tpu ?7x", "tpu v7x?"),
         source="https://cloud.google.com/tpu/docs/tpu7x; https://blog.google/products/google-cloud/ironwood-tpu-age-of-inference/",
@@ -318,6 +398,7 @@ _ALL = (
         ici_bytes_per_s=2.5e10,  # NVLink 3: 600 GB/s bidirectional over 12 links
         ici_links=12,
         cores_per_chip=108,
+        cuda_cores_per_sm=64,  # 6,912 FP32 CUDA cores on 108 SMs
         host_shape=(8,),
         pod_shape=(8,),
         pcie_bytes_per_s=3.2e10,  # PCIe gen4 x16, one direction
@@ -336,13 +417,20 @@ _ALL = (
         hbm_bytes_per_s=3.35e12,
         ici_bytes_per_s=2.5e10,  # NVLink 4: 900 GB/s bidirectional over 18 links
         ici_links=18,
+        # Part 2, Appendix A: "an H100 has about 140" SMs (132 on the SXM board, a rounding) and "about
+        # 1024 CUDA Cores" per SM. NVIDIA lists 16,896 FP32 CUDA cores, 128 per SM: 1024 is 8x too many,
+        # and would put the FP32 rate 8x above the 67 TFLOP/s NVIDIA quotes (erratum, flagged in chapter 2).
         cores_per_chip=132,
+        cuda_cores_per_sm=128,
         host_shape=(8,),
         pod_shape=(8,),
         pcie_bytes_per_s=6.4e10,  # PCIe gen5 x16, one direction
         dcn_bytes_per_s=5.0e10,
         device_kinds=(r"nvidia h100( 80gb hbm3|-sxm5?-80gb)?",),
-        source="https://www.nvidia.com/en-us/data-center/h100/ (SXM)",
+        source=(
+            "https://www.nvidia.com/en-us/data-center/h100/ (SXM); "
+            "https://developer.nvidia.com/blog/nvidia-hopper-architecture-in-depth/ (SMs, CUDA cores per SM)"
+        ),
     ),
     _gpu(
         name="h200",
@@ -353,6 +441,7 @@ _ALL = (
         ici_bytes_per_s=2.5e10,
         ici_links=18,
         cores_per_chip=132,
+        cuda_cores_per_sm=128,  # same GH100 SM as the H100
         host_shape=(8,),
         pod_shape=(8,),
         pcie_bytes_per_s=6.4e10,
@@ -421,6 +510,13 @@ _VARIANTS = (
 )
 VARIANTS: MappingProxyType[str, Chip] = MappingProxyType({chip.name: chip for chip in _VARIANTS})
 
+# On-demand Google Cloud price of one chip for one hour (US dollars), the figures the text quotes.
+# Book: Part 8 (Serving LLaMA 3-70B on TPUs), "What's the LLaMA Serving Story?" (Google Cloud pricing,
+# February 2025). Other chips have no price here: the text gives none.
+PRICES_USD_PER_CHIP_HOUR: MappingProxyType[str, float] = MappingProxyType(
+    {"h100": 10.8, "tpu-v5p": 4.20, "tpu-v5e": 1.20}
+)
+
 
 def _key(name: str) -> str:
     """Lowercase, drop spaces, dashes and underscores, and a leading 'tpu'."""
@@ -451,6 +547,16 @@ def get_chip(name: str | Chip, *, arg: str = "name") -> Chip:
     if isinstance(name, Chip):
         return name
     return checks.lookup(arg, name, _BY_NAME_ALL, what="chip", key=_key)
+
+
+def price_usd_per_chip_hour(chip: Chip | str) -> float | None:
+    """What one chip costs for one hour (US dollars), from `PRICES_USD_PER_CHIP_HOUR`; None when the text
+    quotes no price for it. cost = chips * hours * price. Book: Part 8, "What's the LLaMA Serving Story?".
+
+    Raises:
+        ValueError: unknown chip name (the closest names are listed).
+    """
+    return PRICES_USD_PER_CHIP_HOUR.get(get_chip(chip, arg="chip").name)
 
 
 def chip_from_device_kind(device_kind: str) -> Chip | None:

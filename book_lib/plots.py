@@ -7,6 +7,7 @@ with units; no titles (captions live in the notebook). `save` writes byte-identi
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
@@ -18,27 +19,33 @@ from matplotlib.ticker import EngFormatter
 
 from book_lib import checks
 from book_lib import roofline as _roofline
-from book_lib.hardware import CHIPS, Chip
+from book_lib.hardware import CHIPS, VMEM_OVER_HBM_BANDWIDTH_RATIO, Chip
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
     from matplotlib.typing import RcKeyType
 
+    from book_lib.transformer import TransformerConfig
+
 __all__ = [
     "CHIP_COLORS",
     "chip_style",
     "roofline",
+    "roofline_two_bandwidths",
     "measured_vs_predicted",
     "throughput_vs_batch",
     "attention_share",
     "memory_bars",
+    "latency_vs_throughput",
     "systolic_snapshots",
     "chip_rates",
     "bandwidth_bars",
     "save",
     "collective_time_vs_size",
     "STYLE",
+    "tpu_chip_diagram",
+    "transformer_layer_diagram",
 ]
 
 _PALETTE = tuple(plt.get_cmap("tab10").colors) + ((0.0, 0.0, 0.0),)  # type: ignore[attr-defined]
@@ -139,6 +146,72 @@ def roofline(
     ax.set_xlabel(INTENSITY_LABEL)
     ax.set_ylabel(THROUGHPUT_LABEL)
     ax.legend(loc="lower right", fontsize=8, ncol=2)
+    return fig, ax
+
+
+_REGION_COLORS = ("tab:red", "gold", "tab:green")
+
+
+@_styled
+def roofline_two_bandwidths(
+    chip: Chip | str,
+    bandwidths: Sequence[tuple[str, float]],
+    *,
+    dtype: str = "bf16",
+    intensity_range: tuple[float, float] = (0.1, 1e5),
+    points: Sequence[tuple[str, float]] = (),
+    ax: Axes | None = None,
+) -> tuple[Figure, Axes]:
+    """Log-log rooflines of one chip fed over two links: min(peak FLOPs/s, intensity x bytes/s) for each.
+
+    Each roof has three vertices, so its knee sits exactly at the link's critical intensity
+    (`roofline.critical_intensity(chip, dtype, bytes_per_s=...)`), marked by a dotted line with its
+    value. The knees split the axis into three shaded regions: bandwidth-bound on both links (red),
+    on the slower link only (yellow), compute-bound on both (green). Each of `points` (label,
+    FLOPs/byte) is marked on both roofs, filled on the faster and hollow on the slower, joined by a
+    thin line: the throughput the faster link buys at that intensity.
+    Book: Part 1 (Rooflines), "Visualizing rooflines" (the plot with two bandwidths, BW1 and BW2).
+
+    Args:
+        chip: a `Chip` or a name; its peak of `dtype` is the flat roof.
+        bandwidths: exactly two (label, bytes/s) pairs, in any order (e.g. HBM and one ICI link).
+        intensity_range: the x range (FLOPs/byte), low before high.
+        points: (label, intensity in FLOPs/byte) of operations to mark.
+
+    Raises:
+        ValueError: not two bandwidths, a non-positive rate or intensity, or an unknown chip or dtype.
+    """
+    if len(bandwidths) != 2:
+        raise ValueError(
+            f"bandwidths={bandwidths!r}: {len(bandwidths)} given; allowed: exactly two (label, bytes/s) pairs"
+        )
+    links = sorted(bandwidths, key=lambda link: -checks.positive(f"bandwidth of {link[0]!r}", link[1]))
+    low, high = (checks.positive("intensity_range", x) for x in intensity_range)
+    if not low < high:
+        raise ValueError(f"intensity_range={intensity_range!r}: not increasing; allowed: (low, high) with low < high")
+    chip, dtype = checks.chip(chip), checks.dtype(dtype)
+    peak, color = chip.peak_ops_per_s(dtype), CHIP_COLORS[chip.name]
+    ridges = [_roofline.critical_intensity(chip, dtype, bytes_per_s=bw) for _, bw in links]
+    fig, ax = _new_axes(ax)
+    edges = [low, *(min(max(r, low), high) for r in ridges), high]
+    names = ("bandwidth-bound on both", f"bandwidth-bound on {links[1][0]} only", "compute-bound on both")
+    for start, stop, name, shade in zip(edges[:-1], edges[1:], names, _REGION_COLORS, strict=True):
+        ax.axvspan(start, stop, color=shade, alpha=0.1, lw=0, label=name)
+    for (label, bw), ridge, style in zip(links, ridges, ("-", "-."), strict=True):
+        xs = np.array([low, min(max(ridge, low), high), high])
+        ax.loglog(xs, np.minimum(peak, xs * bw), color=color, linestyle=style, label=f"{label} ({bw:.3g} bytes/s)")
+        ax.axvline(ridge, color=color, linestyle=":", lw=1)
+        ax.text(ridge * 1.05, 0.03, f"{ridge:,.0f}", transform=ax.get_xaxis_transform(), fontsize=8, color=color)
+    for label, intensity in points:
+        checks.positive(f"intensity of {label!r}", intensity)
+        fast, slow = (min(peak, intensity * bw) for _, bw in links)
+        ax.plot([intensity, intensity], [slow, fast], color="black", lw=1)
+        ax.plot([intensity], [fast], "o", color="black", ms=5)
+        ax.plot([intensity], [slow], "o", color="black", mfc="white", ms=5)
+        ax.annotate(label, (intensity, slow), textcoords="offset points", xytext=(6, -13), fontsize=9)
+    ax.set_xlabel(INTENSITY_LABEL)
+    ax.set_ylabel(THROUGHPUT_LABEL)
+    ax.legend(loc="upper left", fontsize=8)
     return fig, ax
 
 
@@ -251,6 +324,48 @@ def memory_bars(
     ax.set_xlabel("memory (bytes)")
     ax.legend(loc="upper right", fontsize=8)
     ax.grid(axis="y", visible=False)
+    return fig, ax
+
+
+@_styled
+def latency_vs_throughput(
+    curves: dict[str, tuple[Sequence[float], Sequence[float]]],
+    batches: Sequence[int],
+    *,
+    fits: dict[str, Sequence[bool]] | None = None,
+    ax: Axes | None = None,
+) -> tuple[Figure, Axes]:
+    """Decode step latency (s) against throughput per chip (tokens/s/chip), log-log, one line per setup.
+
+    Each point is one batch size; moving right along a line buys throughput with latency, and the
+    lower-right envelope of all lines is the Pareto frontier. Points whose weights and KV caches do
+    not fit in HBM are drawn hollow.
+    Book: Part 7 (All About Transformer Inference), "Theoretical estimates for LLM latency and throughput".
+
+    Args:
+        curves: label -> (tokens/s/chip per batch, step latency in s per batch).
+        batches: the batch size of each point (sequences), labelled along the first line.
+        fits: label -> whether each point fits in HBM; None when all do.
+    """
+    fig, ax = _new_axes(ax)
+    for i, (label, (throughput, latency)) in enumerate(curves.items()):
+        x, y = np.asarray(throughput, dtype=float), np.asarray(latency, dtype=float)
+        if len(x) != len(batches) or len(y) != len(batches):
+            raise ValueError(
+                f"curves[{label!r}]={len(x)}, {len(y)} points: not one per batch; allowed: {len(batches)} of each"
+            )
+        ok = np.asarray(fits[label], dtype=bool) if fits is not None else np.ones(len(x), dtype=bool)
+        ax.loglog(x, y, color=_PALETTE[i], label=label)
+        ax.loglog(x[ok], y[ok], "o", color=_PALETTE[i], ms=5)
+        ax.loglog(x[~ok], y[~ok], "o", mfc="white", mec=_PALETTE[i], ms=5)
+        if i == 0:
+            for b, xb, yb in zip(batches, x, y, strict=True):
+                ax.annotate(f"B={b}", (xb, yb), textcoords="offset points", xytext=(-4, 6), fontsize=7, ha="right")
+    if fits is not None and not all(all(v) for v in fits.values()):
+        ax.plot([], [], "o", mfc="white", mec="gray", ls="none", label="does not fit in HBM")
+    ax.set_xlabel("throughput per chip (tokens/s/chip)")
+    ax.set_ylabel("decode step latency (s)")
+    ax.legend(loc="upper left", fontsize=8)
     return fig, ax
 
 
@@ -369,4 +484,176 @@ def collective_time_vs_size(
     ax.set_xlabel("array size V (bytes)")
     ax.set_ylabel("time (s)")
     ax.legend(loc="upper left", fontsize=8)
+    return fig, ax
+
+
+def _diagram_box(ax: Axes, xy: tuple[float, float], w: float, h: float, text: str, gid: str, shade: float) -> None:
+    """A labelled rectangle of the chip diagram; `gid` names the unit so a test can find it."""
+    face = (1.0 - 0.35 * shade, 1.0 - 0.25 * shade, 1.0 - 0.1 * shade)
+    rect = mpl.patches.Rectangle(xy, w, h, facecolor=face, edgecolor="0.25", lw=1.2, gid=gid)
+    ax.add_patch(rect)
+    ax.text(xy[0] + w / 2, xy[1] + h / 2, text, ha="center", va="center", fontsize=7, gid=f"{gid}-label")
+
+
+def _diagram_arrow(ax: Axes, start: tuple[float, float], end: tuple[float, float], text: str, gid: str) -> None:
+    """A two-headed arrow of the chip diagram with its label beside its middle."""
+    arrow = mpl.patches.FancyArrowPatch(start, end, arrowstyle="<|-|>", mutation_scale=9, color="0.2", lw=1.2, gid=gid)
+    ax.add_patch(arrow)
+    if text:
+        mid = ((start[0] + end[0]) / 2 + 0.12, (start[1] + end[1]) / 2)
+        ax.text(*mid, text, fontsize=6.5, va="center", ha="left", color="0.15", gid=f"{gid}-label")
+
+
+def _diagram_core(ax: Axes, chip: Chip, x: float, w: float, core: int) -> None:
+    """One TensorCore between x and x + w: scalar unit, VREGs, VPU, MXUs and VMEM, with their data paths."""
+    sublanes, lanes = chip.vpu_shape or (8, 128)
+    vregs = f"{chip.vregs_per_core} VREGs" if chip.vregs_per_core else "VREGs"
+    vmem = f"VMEM {chip.vmem_bytes / 2**20:.0f} MiB" if chip.vmem_bytes else "VMEM (size unpublished)"
+    _diagram_box(ax, (x, 2.5), w, 4.2, "", "tensorcore", 0.15)
+    ax.text(x + 0.1, 6.5, f"TensorCore {core}", fontsize=7.5, weight="bold", va="center")
+    _diagram_box(ax, (x + 0.15, 5.45), 0.42 * w, 0.7, "scalar unit\n+ SMEM", "scalar", 0.4)
+    _diagram_box(ax, (x + 0.15, 4.4), 0.42 * w, 0.7, f"{vregs}\n({sublanes} x {lanes} words)", "vregs", 0.5)
+    _diagram_box(ax, (x + 0.15, 3.45), 0.42 * w, 0.65, f"VPU: {sublanes} sublanes\nx {lanes} lanes", "vpu", 0.6)
+    _diagram_box(ax, (x + 0.15, 2.65), w - 0.3, 0.4, vmem, "vmem", 0.3)
+    n = chip.mxus_per_core or 0
+    cols = math.ceil(math.sqrt(n)) if n else 1
+    rows = math.ceil(n / cols) if n else 1
+    side = min((0.4 * w - 0.1 * cols) / cols, (2.0 - 0.1 * rows) / rows, 0.9)
+    for i in range(n):
+        corner = (x + 0.55 * w + (i % cols) * (side + 0.1), 6.15 - (i // cols + 1) * (side + 0.1))
+        _diagram_box(ax, corner, side, side, "MXU", "mxu", 0.8)
+    ax.text(
+        x + 0.75 * w,
+        6.1 - rows * (side + 0.1),
+        f"{n} x {chip.mxu_size} x {chip.mxu_size}",
+        fontsize=6.5,
+        ha="center",
+        va="top",
+    )
+    _diagram_arrow(ax, (x + 0.36 * w, 5.45), (x + 0.36 * w, 5.1), "", "control")
+    _diagram_arrow(ax, (x + 0.36 * w, 4.4), (x + 0.36 * w, 4.1), "", "vregs-vpu")
+    _diagram_arrow(ax, (x + 0.2 * w, 3.05), (x + 0.2 * w, 3.45), "", "vmem-vpu")
+    fast = VMEM_OVER_HBM_BANDWIDTH_RATIO * chip.hbm_bytes_per_s / chip.cores_per_chip
+    label = f"~{_bytes_per_s(fast)}\nbytes/s" if core == 0 else ""
+    _diagram_arrow(ax, (x + 0.62 * w, 3.05), (x + 0.62 * w, 5.95 - rows * (side + 0.1) - 0.35), label, "vmem-mxu")
+
+
+def _bytes_per_s(value: float) -> str:
+    """A bandwidth in two significant figures, as the text writes it ("8.1e11")."""
+    return f"{value:.2g}".replace("e+", "e")
+
+
+@_styled
+def tpu_chip_diagram(chip: Chip | str) -> tuple[Figure, Axes]:
+    """A block diagram of one TPU chip: TensorCores (scalar unit, VREGs, VPU, MXUs, VMEM), HBM and links.
+
+    Arrows carry per-chip bandwidths from `book_lib.hardware` (bytes/s, one direction): HBM to VMEM by
+    DMA, VMEM to the MXUs at `VMEM_OVER_HBM_BANDWIDTH_RATIO` times HBM's rate (the text's estimate,
+    split over the cores), PCIe to the host and one arrow per ICI link. Patches carry a `gid` naming
+    their unit ("mxu", "tensorcore", "ici", ...). Book: Part 2 (All About TPUs), Figure 3 and Appendix C.
+
+    Raises:
+        ValueError: an unknown chip, or a GPU (no TensorCore figures).
+    """
+    chip = checks.chip(chip)
+    if not chip.is_tpu:
+        raise ValueError(f"chip={chip.name!r}: a GPU has no TensorCore figures; allowed: a TPU")
+    fig, ax = plt.subplots(figsize=(8.0, 5.6))
+    ax.set_xlim(0, 12)
+    ax.set_ylim(0, 8.4)
+    ax.set_axis_off()
+    _diagram_box(ax, (1.5, 0.6), 9.0, 6.4, "", "chip", 0.05)
+    ax.text(1.6, 6.8, f"{chip.name} chip", fontsize=8, weight="bold", va="center")
+    _diagram_box(ax, (2.0, 0.9), 8.0, 0.8, f"HBM {chip.hbm_bytes / 2**30:.0f} GiB", "hbm", 0.45)
+    w = (8.0 - 0.3 * (chip.cores_per_chip - 1)) / chip.cores_per_chip
+    for core in range(chip.cores_per_chip):
+        x = 2.0 + core * (w + 0.3)
+        _diagram_core(ax, chip, x, w, core)
+        label = f"DMA {_bytes_per_s(chip.hbm_bytes_per_s)} bytes/s" if core == 0 else ""
+        _diagram_arrow(ax, (x + 0.3 * w, 1.7), (x + 0.3 * w, 2.65), label, "hbm-vmem")
+    _diagram_box(ax, (4.5, 7.55), 3.0, 0.65, "CPU host", "host", 0.2)
+    _diagram_arrow(ax, (6.0, 7.0), (6.0, 7.55), f"PCIe {_bytes_per_s(chip.pcie_bytes_per_s)} bytes/s", "pcie")
+    per_side = math.ceil(chip.ici_links / 2)
+    for i in range(chip.ici_links):
+        left = i % 2 == 0
+        y = 1.3 + (i // 2) * 5.0 / max(1, per_side - 1)
+        start, end = ((1.5, y), (0.4, y)) if left else ((10.5, y), (11.6, y))
+        _diagram_arrow(ax, start, end, "", "ici")
+    ax.text(
+        0.05, 0.25, f"ICI: {chip.ici_links} links x {_bytes_per_s(chip.ici_bytes_per_s)} bytes/s each way", fontsize=7
+    )
+    return fig, ax
+
+
+_LAYER_LEVELS = (  # (row names side by side, shape of the activations they produce), top to bottom
+    (("norms",), "[B,T,D]"),
+    (("W_Q", "W_K", "W_V"), "[B,T,N,H], [B,S,K,H] x 2"),
+    (("Q K^T",), "[B,T,S,K,G]"),
+    (("softmax",), "[B,T,S,K,G]"),
+    (("P V",), "[B,T,N,H]"),
+    (("W_O",), "[B,T,D]"),
+    (("norms",), "[B,T,D]"),
+    (("W_in1 (gate)", "W_in2 (up)", "W_in"), "[B,T,F]"),
+    (("activation x up", "activation"), "[B,T,F]"),
+    (("W_out (down)",), "[B,T,D]"),
+)
+
+
+def _flow_arrow(ax: Axes, start: tuple[float, float], end: tuple[float, float], gid: str) -> None:
+    """A one-headed arrow from `start` to `end` (data flowing down the layer)."""
+    ax.add_patch(
+        mpl.patches.FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=9, color="0.3", lw=1, gid=gid)
+    )
+
+
+@_styled
+def transformer_layer_diagram(config: TransformerConfig) -> tuple[Figure, Axes]:
+    """One decoder layer of `config`, top to bottom: a box per operation of `config.op_rows`, arrows between.
+
+    Each box shows the operation with its operand shapes in the book's letters (input on the left,
+    weights on the right: A[B,T,D] . W_in1[D,F]), its training FLOPs and its weights; the label on
+    each arrow is the shape it carries. Two residual adds close the attention and MLP halves. Patches
+    carry `gid` "op:<row name>"; arrows "flow" and "residual". An MoE router is not drawn.
+    Book: Part 4 (Transformers), Figure 8.
+    """
+    rows = {("norms" if r.group == "norms" else r.name): r for r in config.op_rows(0) if r.count == config.n_layers}
+    fig, ax = plt.subplots(figsize=(8.0, 9.6))
+    ax.set_xlim(0, 10)
+    ax.set_ylim(-0.6, len(_LAYER_LEVELS) + 1.6)
+    ax.set_axis_off()
+    fig.subplots_adjust(left=0.02, right=0.98, bottom=0.02, top=0.98)
+    top = len(_LAYER_LEVELS) + 0.9
+    ax.text(5, top + 0.35, "input x: [B,T,D]", ha="center", fontsize=8, gid="layer-input")
+    for level, (names, shape) in enumerate(_LAYER_LEVELS):
+        y = top - 1 - level
+        here = [rows[n] for n in names if n in rows]
+        if not here:
+            continue
+        width = 8.4 / len(here) - 0.2
+        for i, row in enumerate(here):
+            x = 0.8 + i * (width + 0.2)
+            shade = 0.5 if row.weight_matmul else (0.25 if row.group == "dot_product" else 0.08)
+            face = (1.0 - 0.35 * shade, 1.0 - 0.25 * shade, 1.0 - 0.1 * shade)
+            ax.add_patch(
+                mpl.patches.Rectangle((x, y), width, 0.62, facecolor=face, edgecolor="0.25", gid=f"op:{row.name}")
+            )
+            weights = (
+                ", D weights" if row.group == "norms" else (f", {row.params_formula} weights" if row.params else "")
+            )
+            text = f"${row.operation}$\n{row.flops_formula} train FLOPs{weights}"
+            ax.text(x + width / 2, y + 0.31, text, ha="center", va="center", fontsize=6.5 if len(here) > 1 else 7.5)
+        _flow_arrow(ax, (5, y + 1.0), (5, y + 0.62), "flow")
+        ax.text(5.1, y - 0.2, shape, fontsize=6.5, color="0.3", va="center", gid="shape")
+    for start, end, label in ((top + 0.2, top - 6.2, "+ x"), (top - 6.2, top - 10.2, "+ h")):
+        style: dict[str, Any] = {"arrowstyle": "-|>", "mutation_scale": 9, "color": "0.5", "lw": 1, "ls": "--"}
+        ax.add_patch(mpl.patches.FancyArrowPatch((0.3, start), (0.3, end), gid="residual", **style))
+        ax.text(0.05, end - 0.15, label, fontsize=7, color="0.3")
+    sizes = f"D={config.d_model}, F={config.d_ff}, N={config.n_heads}, K={config.n_kv_heads}, H={config.head_dim}"
+    ax.text(
+        5,
+        -0.45,
+        f"{config.name or 'model'}: {sizes}; weight matmuls dark, attention products mid",
+        ha="center",
+        fontsize=7,
+    )
     return fig, ax

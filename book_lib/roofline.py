@@ -30,21 +30,25 @@ __all__ = [
 ]
 
 
-def critical_intensity(chip: Chip | str, dtype: str = "bf16") -> float:
-    """FLOPs per HBM byte above which a kernel on `chip` is compute-bound (FLOPs/byte).
+def critical_intensity(chip: Chip | str, dtype: str = "bf16", *, bytes_per_s: float | None = None) -> float:
+    """FLOPs per byte above which a kernel on `chip` is compute-bound (FLOPs/byte).
 
-    critical = peak FLOPs/s (of `dtype`) / HBM bytes/s
-    Book: Part 1 (Rooflines), "Where Does the Time Go?"
+    critical = peak FLOPs/s (of `dtype`) / bytes/s of the link that feeds it (HBM by default)
+    Book: Part 1 (Rooflines), "Where Does the Time Go?" and "Visualizing rooflines"
 
     Args:
         chip: a `Chip` or a name for `hardware.get_chip`.
         dtype: `"bf16"` (bf16_flops_per_s) or `"int8"` (int8_ops_per_s), spelled any common way.
+        bytes_per_s: the link's bandwidth (bytes/s), > 0; None for the chip's HBM bandwidth. Pass
+            `chip.ici_bytes_per_s` (or PCIe, DCN) for the roofline of bytes that cross that link.
 
     Raises:
-        ValueError: unknown chip or dtype.
+        ValueError: unknown chip or dtype, or a non-positive bandwidth.
     """
     chip = checks.chip(chip)
-    return chip.peak_ops_per_s(dtype) / chip.hbm_bytes_per_s
+    if bytes_per_s is not None:
+        checks.positive("bytes_per_s", bytes_per_s)
+    return chip.peak_ops_per_s(dtype) / (chip.hbm_bytes_per_s if bytes_per_s is None else bytes_per_s)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

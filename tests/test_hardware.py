@@ -1,6 +1,7 @@
 """book_lib.hardware: the figures against their sources, the name lookup, bad input."""
 
 import dataclasses
+import math
 
 import pytest
 
@@ -140,3 +141,83 @@ def test_bad_fields_raise_naming_the_field():
         Chip(**{**good, "ici_topology": "ring"})
     with pytest.raises(ValueError, match="pod_shape=\\(0, 16\\)"):
         Chip(**{**good, "pod_shape": (0, 16)})
+
+
+# ---- TensorCore internals (Part 2, "What is a TPU?" and Appendices B and C) ----
+
+
+def test_mxu_passes_reproduce_the_v5e_peak_at_the_stated_clock():
+    v5e = CHIPS["tpu-v5e"]
+    size = v5e.mxu_size
+    # one pass: bf16[8, size] @ bf16[size, size], 8 * size * size multiply-adds, every 8 cycles
+    flops_per_cycle_per_mxu = 2 * hardware.MXU_PASS_ROWS * size * size / hardware.MXU_PASS_CYCLES
+    assert flops_per_cycle_per_mxu == 2 * size**2
+    per_mxu = flops_per_cycle_per_mxu * v5e.clock_hz
+    assert abs(per_mxu - 5e13) / 5e13 < 0.02, "the text: about 5e13 bf16 FLOPs/s per MXU at 1.5 GHz"
+    chip_peak = per_mxu * v5e.mxus_per_core * v5e.cores_per_chip
+    assert abs(chip_peak - v5e.bf16_flops_per_s) / v5e.bf16_flops_per_s < 0.01, "4 MXUs give the table's 1.97e14"
+
+
+def test_stated_clock_agrees_with_the_clock_the_peak_implies():
+    from book_lib import systolic
+
+    v5e = CHIPS["tpu-v5e"]
+    assert abs(systolic.implied_clock_hz(v5e) - v5e.clock_hz) / v5e.clock_hz < 0.01
+    assert all(c.clock_hz is None for c in CHIPS.values() if c.name != "tpu-v5e"), "only v5e's clock is stated"
+
+
+def test_int8_per_mxu_is_a_quarter_of_the_chip_not_the_texts_4e14():
+    v5e = CHIPS["tpu-v5e"]
+    per_mxu = v5e.int8_ops_per_s / (v5e.mxus_per_core * v5e.cores_per_chip)
+    assert abs(per_mxu - 1e14) / 1e14 < 0.02, "twice the 5e13 bf16 FLOPs/s of one MXU"
+    assert abs(v5e.int8_ops_per_s - 4e14) / 4e14 < 0.02, "the text's per-MXU 4e14 is the whole chip's rate"
+
+
+def test_v4_vector_unit_matches_appendix_c():
+    v4 = CHIPS["tpu-v4"]
+    assert v4.vpu_shape == (8, 128) and v4.vregs_per_core == 32
+    assert v4.vpu_alus_per_core == 2048, "8 x 128 slots of 2 ALUs"
+    mxu_flops_per_cycle = 2 * v4.mxu_size**2 * v4.mxus_per_core
+    assert mxu_flops_per_cycle / v4.vpu_alus_per_core == 64, "the MXUs do 64 FLOPs per VPU operation"
+    assert v4.vregs_per_core * math.prod(v4.vpu_shape) * 4 == 128 * 2**10, "32 f32 VREGs hold 128 KiB"
+    assert all(c.vpu_shape == (8, 128) for c in CHIPS.values() if c.is_tpu)
+    assert all(c.vpu_alus_per_core is None for c in CHIPS.values() if not c.is_tpu)
+    assert CHIPS["tpu-v5e"].vpu_alus_per_core is None, "no ALU count per slot is given for v5e"
+
+
+def test_v6e_pcie_is_about_twice_v5e_not_four_times():
+    ratio = CHIPS["tpu-v6e"].pcie_bytes_per_s / CHIPS["tpu-v5e"].pcie_bytes_per_s
+    assert 2.0 < ratio < 2.2, "the footnote says 'about 4x'"
+
+
+def test_h100_cuda_cores_match_nvidia_not_the_texts_1024_per_sm():
+    h100 = CHIPS["h100"]
+    assert h100.cores_per_chip * h100.cuda_cores_per_sm == 16_896
+    fp32_flops_per_s = 2 * h100.cores_per_chip * h100.cuda_cores_per_sm * 1.98e9  # FMA at the 1.98 GHz boost clock
+    assert abs(fp32_flops_per_s - 6.7e13) / 6.7e13 < 0.01, "NVIDIA's 67 TFLOP/s FP32 (SXM)"
+    assert 1024 / h100.cuda_cores_per_sm == 8
+    assert all(c.cuda_cores_per_sm is None for c in CHIPS.values() if c.is_tpu)
+
+
+def test_v3_host_is_four_chips_eight_cores():
+    v3 = CHIPS["tpu-v3"]
+    assert v3.chips_per_host == 4 and v3.chips_per_host * v3.cores_per_chip == 8, "the text's table prints 4x2"
+
+
+def test_problem_2_6_matrix_exactly_fills_a_v5e():
+    assert (128 * 1024) ** 2 == 2**34 == CHIPS["tpu-v5e"].hbm_bytes
+
+
+def test_internal_constants_from_the_text():
+    assert (hardware.MXU_PASS_ROWS, hardware.MXU_PASS_CYCLES) == (8, 8)
+    assert hardware.VMEM_OVER_HBM_BANDWIDTH_RATIO == 22 and hardware.INT4_OVER_BF16_RATIO == 4
+
+
+def test_bad_internal_fields_raise_naming_the_field():
+    good = dataclasses.asdict(CHIPS["tpu-v4"])
+    with pytest.raises(ValueError, match=r"vpu_shape=\(8,\).*allowed"):
+        Chip(**{**good, "vpu_shape": (8,)})
+    with pytest.raises(ValueError, match="vregs_per_core=0.*allowed"):
+        Chip(**{**good, "vregs_per_core": 0})
+    with pytest.raises(ValueError, match="clock_hz=-1.*allowed"):
+        Chip(**{**good, "clock_hz": -1.0})

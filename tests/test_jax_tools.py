@@ -234,3 +234,102 @@ def test_op_lines_shows_each_collective_once_without_metadata():
         hlo.op_lines(text, ())
     with pytest.raises(ValueError, match="width=5"):
         hlo.op_lines(text, width=5)
+
+
+@pytest.mark.parametrize("name", ["tpu-v5e", "tpu-v4", "tpu-v5p"])
+def test_tpu_chip_diagram_draws_each_unit_and_labels_links_from_hardware(name):
+    from book_lib import hardware
+
+    chip = hardware.get_chip(name)
+    fig, ax = plots.tpu_chip_diagram(chip)
+    gids = [p.get_gid() for p in ax.patches]
+    assert gids.count("tensorcore") == chip.cores_per_chip
+    assert gids.count("mxu") == chip.cores_per_chip * chip.mxus_per_core
+    assert gids.count("vpu") == gids.count("vmem") == gids.count("scalar") == chip.cores_per_chip
+    assert gids.count("ici") == chip.ici_links and gids.count("hbm") == gids.count("pcie") == 1
+    labels = {t.get_gid(): t.get_text() for t in ax.texts if t.get_gid()}
+    assert labels["hbm-vmem-label"] == f"DMA {chip.hbm_bytes_per_s:.2g} bytes/s".replace("e+", "e")
+    assert f"{chip.pcie_bytes_per_s:.2g}".replace("e+", "e") in labels["pcie-label"]
+    fast = hardware.VMEM_OVER_HBM_BANDWIDTH_RATIO * chip.hbm_bytes_per_s / chip.cores_per_chip
+    assert f"{fast:.2g}".replace("e+", "e") in labels["vmem-mxu-label"]
+    assert f"{chip.hbm_bytes / 2**30:.0f} GiB" in labels["hbm-label"] and ax.get_title() == ""
+    matplotlib.pyplot.close(fig)
+
+
+def test_tpu_chip_diagram_refuses_a_gpu():
+    with pytest.raises(ValueError, match="chip='h100'.*allowed: a TPU"):
+        plots.tpu_chip_diagram("h100")
+
+
+def test_two_bandwidth_roofline_bends_at_each_links_critical_intensity():
+    import matplotlib.pyplot as plt
+
+    from book_lib import hardware, roofline
+
+    v5e = hardware.get_chip("v5e")
+    ici, hbm = v5e.ici_bytes_per_s, v5e.hbm_bytes_per_s
+    links = [("ICI", ici), ("HBM", hbm)]  # slower first: the plot orders them itself
+    fig, ax = plots.roofline_two_bandwidths(v5e, links, points=[("dot", 0.5), ("matmul", 455.0)])
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    assert ax.get_xlabel() == "arithmetic intensity (FLOPs/byte)" and ax.get_ylabel().endswith("(FLOPs/s)")
+    roofs = {
+        line.get_label().split(" (")[0]: line.get_xydata() for line in ax.get_lines() if "bytes/s" in line.get_label()
+    }
+    assert set(roofs) == {"ICI", "HBM"}
+    for name, bw in links:
+        (x0, y0), (knee_x, knee_y), (_, y1) = roofs[name]
+        assert knee_x == pytest.approx(roofline.critical_intensity(v5e, bytes_per_s=bw))
+        assert (knee_y, y1, y0) == pytest.approx((v5e.bf16_flops_per_s, v5e.bf16_flops_per_s, x0 * bw))
+    hbm_ridge, ici_ridge = roofline.critical_intensity(v5e), roofline.critical_intensity(v5e, bytes_per_s=ici)
+    assert ici_ridge == pytest.approx(4377.8, rel=1e-4) and hbm_ridge == pytest.approx(243.2, rel=1e-3)
+    red, yellow, green = ((p.get_x(), p.get_x() + p.get_width()) for p in ax.patches)
+    assert red[1] == pytest.approx(hbm_ridge) and yellow == pytest.approx((hbm_ridge, ici_ridge))
+    assert green[0] == pytest.approx(ici_ridge)
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert texts[:3] == ["bandwidth-bound on both", "bandwidth-bound on ICI only", "compute-bound on both"]
+    dot_ys = sorted(y for line in ax.get_lines() for x, y in line.get_xydata() if x == 0.5 and line.get_marker() == "o")
+    assert dot_ys == pytest.approx([0.5 * ici, 0.5 * hbm]), "the dot product sits on both slanted walls"
+    plt.close(fig)
+    with pytest.raises(ValueError, match=r"^bandwidths=.*1 given; allowed: exactly two"):
+        plots.roofline_two_bandwidths(v5e, links[:1])
+    with pytest.raises(ValueError, match=r"^intensity_range=\(10.0, 1.0\): not increasing"):
+        plots.roofline_two_bandwidths(v5e, links, intensity_range=(10.0, 1.0))
+
+
+@pytest.mark.parametrize("name", ["llama-3-70b", "mixtral-8x7b", "book-ch4-q1"])
+def test_transformer_layer_diagram_draws_one_box_per_layer_operation(name):
+    from book_lib import transformer
+
+    config = transformer.get_model(name)
+    fig, ax = plots.transformer_layer_diagram(config)
+    boxes = [p.get_gid() for p in ax.patches if (p.get_gid() or "").startswith("op:")]
+    layer_ops = [r for r in config.op_rows(0) if r.count == config.n_layers and r.group != "router"]
+    # every per-layer operation once, the norms row once per norm position (before attention, before the MLP)
+    assert len(boxes) == len(layer_ops) + 1 and boxes.count("op:W_Q") == 1 and "op:W_out (down)" in boxes
+    texts = [t.get_text() for t in ax.texts]
+    assert any("BTDF train FLOPs" in t for t in texts) and any("6BTSNH" in t for t in texts)
+    assert "[B,T,F]" in texts and f"D={config.d_model}" in texts[-1] and ax.get_title() == ""
+    assert [p.get_gid() for p in ax.patches].count("residual") == 2
+    matplotlib.pyplot.close(fig)
+
+
+def test_latency_vs_throughput_draws_each_setup_and_hollows_what_does_not_fit():
+    from book_lib import inference
+
+    batches = [1, 8, 64]
+    steps = inference.latency_throughput("llama-2-13b", "v5e", 8, 8192, batches)
+    curve = ([s.tokens_per_s_per_chip for s in steps], [s.t_lower for s in steps])
+    fits = {"bf16": [s.fits for s in steps]}
+    assert fits["bf16"] == [True, True, False]
+    fig, ax = plots.latency_vs_throughput({"bf16": curve}, batches, fits=fits)
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    assert ax.get_xlabel() == "throughput per chip (tokens/s/chip)" and ax.get_ylabel() == "decode step latency (s)"
+    line, filled, hollow = ax.get_lines()[:3]
+    assert line.get_xydata().tolist() == [list(p) for p in zip(*curve, strict=True)]
+    assert len(filled.get_xydata()) == 2 and hollow.get_xydata().tolist() == [[curve[0][2], curve[1][2]]]
+    assert hollow.get_markerfacecolor() == "white"
+    assert [t.get_text() for t in ax.texts] == ["B=1", "B=8", "B=64"]
+    assert "does not fit in HBM" in [t.get_text() for t in ax.get_legend().get_texts()]
+    matplotlib.pyplot.close(fig)
+    with pytest.raises(ValueError, match=r"curves\['bf16'\]=2, 2 points: .*allowed: 3 of each"):
+        plots.latency_vs_throughput({"bf16": ([1.0, 2.0], [1.0, 2.0])}, batches)

@@ -29,6 +29,15 @@ def test_critical_intensity_takes_any_common_spelling_of_a_dtype():
     assert roofline.critical_intensity("v5e", "INT8") == pytest.approx(2 * bf16)
 
 
+def test_critical_intensity_of_another_link():
+    # one v5e ICI link, one way: 1.97e14 / 4.5e10 = 4377.8 FLOPs/byte, 18 times the HBM ridge
+    assert roofline.critical_intensity("v5e", bytes_per_s=4.5e10) == pytest.approx(4377.78, rel=1e-5)
+    assert roofline.critical_intensity("v5e", "int8", bytes_per_s=8.1e11) == pytest.approx(486.42, rel=1e-4)
+    assert roofline.critical_intensity("v5e", bytes_per_s=None) == roofline.critical_intensity("v5e")
+    with pytest.raises(ValueError, match=r"^bytes_per_s=0"):
+        roofline.critical_intensity("v5e", bytes_per_s=0)
+
+
 def test_sizes_are_counts_and_costs_never_divide_by_zero():
     with pytest.raises(ValueError, match=r"^B=1.5: not a count"):
         roofline.matmul_cost(1.5, 2, 3)

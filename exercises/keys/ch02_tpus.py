@@ -25,7 +25,7 @@ GIVENS = [
 ]
 
 PCIE_GIVEN_BYTES_PER_S = V5E.pcie_bytes_per_s  # problem 2.3 (Q3c) states 1.5e10 (a v5e's link; a v6e's is faster)
-VMEM_OVER_HBM = 22  # problem 2.4: VMEM feeds the MXU 22 times faster than HBM (book_lib has no VMEM rate)
+VMEM_OVER_HBM = hardware.VMEM_OVER_HBM_BANDWIDTH_RATIO  # problem 2.4: VMEM feeds the MXU 22 times faster than HBM
 HOP_LATENCY_S = collectives.HOP_LATENCY_S  # problem 2.5: 1 us per hop
 W_SHAPE = (16384, 4096)  # problem 2.4: int8[F, D] weights times int8[B, D] activations
 
