@@ -11,13 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from book_lib import checks
+from book_lib import checks, collectives
 
 if TYPE_CHECKING:
     import jax
     from jax.typing import DTypeLike
 
-__all__ = ["Timing", "time_jitted", "Peaks", "measure_peaks", "time_matmul", "time_add"]
+__all__ = ["Timing", "time_jitted", "Peaks", "measure_peaks", "time_matmul", "time_add", "time_collectives"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,3 +143,65 @@ def time_add(n: int, device: jax.Device, dtype: DTypeLike, *, n_runs: int = 5) -
     x = _random((n,), dtype, 5, device)
     y = _random((n,), dtype, 6, device)
     return time_jitted(jnp.add, x, y, n_runs=n_runs)
+
+
+# The collectives a device enters with V / N bytes (the others start from all of V).
+_START_WITH_A_SHARE = ("all_gather", "all_to_all")
+
+
+def _lax_collective(op: str, axis_name: str) -> Callable[[jax.Array], jax.Array]:
+    """The body that runs `op` on one device's block of a 1-D array, as jax.lax spells it."""
+    import jax
+
+    if op == "all_gather":
+        return lambda block: jax.lax.all_gather(block, axis_name, tiled=True)
+    if op == "reduce_scatter":
+        return lambda block: jax.lax.psum_scatter(block, axis_name, tiled=True)
+    if op == "all_reduce":
+        return lambda block: jax.lax.psum(block, axis_name)
+    return lambda block: jax.lax.all_to_all(block, axis_name, 0, 0, tiled=True)
+
+
+def time_collectives(
+    array_bytes: int, mesh: jax.sharding.Mesh, axis_name: str = "X", *, n_runs: int = 5
+) -> dict[str, Timing]:
+    """Time jax.lax's four collectives over one mesh axis, for an f32 array of V = `array_bytes`.
+
+    V is `book_lib.collectives`' V, so each timing sits beside `collectives.collective_time(op, V,
+    N, chip)`: a device holds V / N before an AllGather and V after it; V before a ReduceScatter
+    (V / N after) or an AllReduce (V after); V / N before and after an AllToAll. Each program is
+    `jit(shard_map(...))` of `jax.lax.all_gather`, `psum_scatter`, `psum` or `all_to_all`.
+    Book: Part 3 (Sharded Matrices and How to Multiply Them), worked problem 3.8.
+
+    Args:
+        array_bytes: V (bytes), a multiple of 4 N^2 so that every split is whole.
+        mesh: the mesh holding `axis_name`.
+        axis_name: the mesh axis of N devices to run over.
+        n_runs: timed calls per collective (count), >= 1.
+
+    Returns:
+        A `Timing` per op, keyed by the names of `collectives.OPS`, in that order.
+
+    Raises:
+        ValueError: unknown axis, non-positive V or one that does not split into whole f32 pieces.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    checks.count("n_runs", n_runs)
+    checks.one_of("axis_name", axis_name, tuple(mesh.axis_names))
+    n = mesh.shape[axis_name]
+    checks.count("array_bytes", array_bytes)
+    if array_bytes % (4 * n * n):
+        raise ValueError(
+            f"array_bytes={array_bytes!r}: not whole f32 pieces; allowed: a multiple of 4 N^2 = {4 * n * n}"
+        )
+    spec = jax.P(axis_name)
+    timings = {}
+    for op in collectives.OPS:
+        per_device = array_bytes // 4 // (n if op in _START_WITH_A_SHARE else 1)
+        x = jax.device_put(jnp.ones((n * per_device,), jnp.float32), jax.NamedSharding(mesh, spec))
+        out = jax.P() if op in ("all_gather", "all_reduce") else spec
+        body = jax.shard_map(_lax_collective(op, axis_name), mesh=mesh, in_specs=spec, out_specs=out, check_vma=False)
+        timings[op] = time_jitted(jax.jit(body), x, n_runs=n_runs)
+    return timings

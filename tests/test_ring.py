@@ -4,12 +4,14 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import re  # noqa: E402
+
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from jax import P  # noqa: E402
 
-from book_lib import collectives, devices, hlo, plots, ring  # noqa: E402
+from book_lib import bench, collectives, devices, hlo, plots, ring  # noqa: E402
 
 ROWS, COLS = 3, 5  # rows per block, columns
 
@@ -163,3 +165,26 @@ def test_collective_time_plot_labels():
     assert ax.get_xlabel() == "array size V (bytes)" and ax.get_ylabel() == "time (s)"
     assert len(ax.lines) == 2 and ax.get_xscale() == "log"
     matplotlib.pyplot.close(fig)
+
+
+def test_time_collectives_times_each_of_the_four(mesh):
+    n = devices.n_devices()
+    timings = bench.time_collectives(4 * n * n * 2, mesh, n_runs=2)  # V: two f32 values per piece
+    assert tuple(timings) == collectives.OPS
+    for op, t in timings.items():
+        assert 0 < t.min_s <= t.median_s <= t.max_s and t.n_runs == 2 and t.compile_s > 0, op
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "start"),
+    [
+        ({"array_bytes": 4 * 8 * 8 + 4}, "array_bytes=260"),
+        ({"array_bytes": 0}, "array_bytes=0"),
+        ({"axis_name": "Y"}, "axis_name='Y'"),
+        ({"n_runs": 0}, "n_runs=0"),
+    ],
+)
+def test_time_collectives_rejects_bad_arguments(mesh, kwargs, start):
+    args = {"array_bytes": 4 * 8 * 8, "axis_name": "X", "n_runs": 1, **kwargs}
+    with pytest.raises(ValueError, match=f"^{re.escape(start)}"):
+        bench.time_collectives(args.pop("array_bytes"), mesh, **args)

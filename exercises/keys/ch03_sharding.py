@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from book_lib import collectives, hardware, sharding, topology
+from book_lib import collectives, hardware, roofline, sharding, topology
 from exercises.keys import JaxCheck, Key
 
 V5P = hardware.get_chip("tpu-v5p")
@@ -366,6 +366,20 @@ def _mlp_times(**values) -> tuple[float, float]:
     return up.comms_s + down.comms_s, up.matmul.t_math + down.matmul.t_math
 
 
+def _mlp_weight_load_s(tpu: str, x: int, y: int, b: int, d: int, f: int) -> float:
+    """Seconds for one chip to read its share of both weight matrices from HBM (the text's crux)."""
+    chip = _chip(tpu)
+    return roofline.roofline_time(
+        0.0, _mlp_weight_bytes(d, f, x, y), chip.bf16_flops_per_s, chip.hbm_bytes_per_s
+    ).t_comms
+
+
+def _mlp_bound(**values) -> str:
+    comms_s, math_s = _mlp_times(**values)
+    bounds = {"compute": math_s, "ici": comms_s, "hbm": _mlp_weight_load_s(**values)}
+    return max(bounds, key=bounds.__getitem__)
+
+
 def _draw_3_7(r: random.Random) -> dict:
     """A 2D slice of 4 to 16 chips and an MLP (F > D) whose weights per chip fit well within its HBM."""
     while True:
@@ -679,6 +693,21 @@ KEYS = {
         names=("mlp_math_s",),
         kind="value",
         expected=lambda **v: {"mlp_math_s": _mlp_times(**v)[1]},
+        params=P37,
+        draw=_draw_3_7,
+    ),
+    "ch03_q7e_weight_load": Key(
+        names=("weight_load_s",),
+        kind="value",
+        expected=lambda **v: {"weight_load_s": _mlp_weight_load_s(**v)},
+        params=P37,
+        draw=_draw_3_7,
+    ),
+    "ch03_q7f_mlp_bound": Key(
+        names=("mlp_bound",),
+        kind="choice",
+        choices=("compute", "ici", "hbm"),
+        expected=_mlp_bound,
         params=P37,
         draw=_draw_3_7,
     ),
