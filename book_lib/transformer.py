@@ -18,6 +18,8 @@ Book: Part 4 (Transformers), "Global FLOPs and Params Calculation"; Part 6 (Trai
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import asdict, dataclass
 from types import MappingProxyType
 from typing import Any
@@ -29,6 +31,8 @@ __all__ = [
     "TransformerConfig",
     "ParamBreakdown",
     "FlopsBreakdown",
+    "OpRow",
+    "OP_GROUPS",
     "TrainingMemory",
     "REMAT_POLICIES",
     "SAVE_ALL_D_MULTIPLE",
@@ -101,6 +105,50 @@ class FlopsBreakdown:
     def total_flops(self) -> float:
         """Weight matmuls plus dot-product attention (FLOPs)."""
         return self.matmul_flops + self.attention_flops
+
+
+# Groups of `OpRow`, in table order: the field of `ParamBreakdown` / `FlopsBreakdown` each one feeds.
+OP_GROUPS = ("mlp", "router", "qkvo", "dot_product", "norms", "embedding", "output")
+_PARAM_FIELD = {"mlp": "mlp", "router": "router", "qkvo": "attention", "norms": "norms", "embedding": "embedding"}
+_PARAM_FIELD["output"] = "output"
+_FLOPS_FIELD = {"mlp": "mlp_flops", "router": "router_flops", "qkvo": "qkvo_flops", "output": "output_flops"}
+_FLOPS_FIELD["dot_product"] = "attention_flops"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpRow:
+    """One operation of a model, as a row of the book's accounting tables (counts and FLOPs).
+
+    `operation` (contracted dimensions under the dot), `flops_formula` and `params_formula` are
+    LaTeX in the book's letters (B batch, T queries, S keys, D, F, N, K, G = N / K, H, V, E experts,
+    k active); `flops` and `params` are the numbers for ONE occurrence, `count` how many the model
+    holds (L for a layer's operation, 1 for the embedding, final norm and output layer).
+    `active_params` are the weights one token passes through (k of the E experts); `weight_matmul`
+    marks a product with a weight matrix (the tied unembedding included, whose weights the embedding
+    row counts). Free operations (norms, softmax, gating) have flops 0 and an O(...) formula.
+    Book: Part 4 (Transformers), "Global FLOPs and Params Calculation".
+    """
+
+    group: str
+    name: str
+    operation: str
+    flops_formula: str
+    params_formula: str
+    flops: float
+    params: int
+    active_params: int
+    count: int
+    weight_matmul: bool
+
+    @property
+    def total_flops(self) -> float:
+        """FLOPs of every occurrence: count * flops (FLOPs)."""
+        return self.count * self.flops
+
+    @property
+    def total_params(self) -> int:
+        """Weights of every occurrence: count * params (count)."""
+        return self.count * self.params
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -229,17 +277,11 @@ class TransformerConfig:
         output    = D V, or 0 when the embedding is tied
         Book: Part 4 (Transformers), "Global FLOPs and Params Calculation"; Part 6, "Counting parameters and FLOPs".
         """
-        L, D, F = self.n_layers, self.d_model, self.d_ff
-        bias = (self.n_heads + 2 * self.n_kv_heads) * self.head_dim if self.qkv_bias else 0
-        experts = self.experts_per_token if active else self.n_experts
-        return ParamBreakdown(
-            embedding=self.vocab_size * D,
-            attention=L * (self.qkvo_weights_per_layer + bias),
-            mlp=L * experts * self.mlp_matrices * D * F,
-            router=L * D * self.n_experts if self.is_moe else 0,
-            norms=L * self.norms_per_layer * D + D,
-            output=0 if self.tied_embeddings else D * self.vocab_size,
-        )
+        totals = dict.fromkeys(_PARAM_FIELD.values(), 0)
+        for row in self.op_rows(0, batch_tokens=0):
+            if row.group in _PARAM_FIELD:
+                totals[_PARAM_FIELD[row.group]] += row.count * (row.active_params if active else row.params)
+        return ParamBreakdown(**totals)
 
     def param_count(self) -> int:
         """Every weight in the checkpoint (count): `param_breakdown().total`.
@@ -278,20 +320,121 @@ class TransformerConfig:
         Raises:
             ValueError: a negative or non-finite seq_len, or non-bool flags.
         """
+        totals = dict.fromkeys(_FLOPS_FIELD.values(), 0.0)
+        for row in self.op_rows(seq_len, training=training, causal=causal):
+            if row.group in _FLOPS_FIELD:
+                totals[_FLOPS_FIELD[row.group]] += row.total_flops
+        return FlopsBreakdown(**totals)
+
+    def op_rows(
+        self, seq_len: float, *, batch_tokens: float = 1, training: bool = True, causal: bool = False
+    ) -> tuple[OpRow, ...]:
+        """Every operation of the model with its FLOPs and weights: the book's accounting tables (rows).
+
+        For batch_tokens = B T tokens, each attending to S = seq_len keys, c = 3 when training else 1:
+            weight matmul A[.., P] . W[P, Q]:   2 c B T P Q FLOPs, P Q weights (6BTDF for W_in1)
+            QK^T and PV, each:                  2 c B T S N H FLOPs (halved when causal)
+            norms, softmax, gating, lookup:     0 FLOPs (the book's O(BTD), O(BTSN), O(BTF))
+        Groups follow `OP_GROUPS`; `param_breakdown` and `flops_breakdown` are sums over these rows.
+        Book: Part 4 (Transformers), "Global FLOPs and Params Calculation" (its MLP, attention and
+        other-operations tables).
+
+        Args:
+            seq_len: S, keys each query attends to (count, >= 0).
+            batch_tokens: B T, tokens processed (count, >= 0); 1 gives FLOPs per token.
+            training: forward plus backward (x3) when True, forward only when False.
+            causal: each query sees on average half the keys, so the two attention products halve.
+
+        Raises:
+            ValueError: a negative or non-finite seq_len or batch_tokens, or non-bool flags.
+        """
         checks.non_negative("seq_len", seq_len)
+        checks.non_negative("batch_tokens", batch_tokens)
         for flag, value in (("training", training), ("causal", causal)):
             if not isinstance(value, bool):
                 raise ValueError(f"{flag}={value!r}: not a bool; allowed: True, False")
-        active = self.param_breakdown(active=True)
-        factor = 2.0 * (3 if training else 1)
-        attention = 2.0 * 2 * self.n_layers * seq_len * self.n_heads * self.head_dim * (0.5 if causal else 1.0)
-        return FlopsBreakdown(
-            qkvo_flops=factor * self.n_layers * self.qkvo_weights_per_layer,
-            mlp_flops=factor * active.mlp,
-            router_flops=factor * active.router,
-            output_flops=factor * self.d_model * self.vocab_size,
-            attention_flops=attention * (3 if training else 1),
+        c = 3 if training else 1
+        rows = self._mlp_rows(c, batch_tokens) + self._qkvo_rows(c, batch_tokens)
+        rows += self._dot_product_rows(c * (0.5 if causal else 1.0), seq_len, batch_tokens)
+        return rows + self._other_rows(c, batch_tokens)
+
+    def _row(self, group: str, name: str, op: str, flops_formula: str, params_formula: str, **numbers: Any) -> OpRow:
+        """An OpRow; `numbers` holds flops, params, active_params, count, weight_matmul (defaults: free, per layer)."""
+        values = {"flops": 0.0, "params": 0, "count": self.n_layers, "weight_matmul": False} | numbers
+        values.setdefault("active_params", values["params"])
+        return OpRow(
+            group=group, name=name, operation=op, flops_formula=flops_formula, params_formula=params_formula, **values
         )
+
+    def _matmul(
+        self, group: str, name: str, op: str, monomial: str, weights: int, c: float, tokens: float, **kw: Any
+    ) -> OpRow:
+        """A weight matmul: 2 c FLOPs per weight per token; `monomial` is its weight count in letters."""
+        active = kw.pop("active_params", weights)
+        flops = 2.0 * c * active * tokens
+        formula = f"{2 * c:g}{kw.pop('k', '')}BT{monomial}"
+        return self._row(group, name, op, formula, kw.pop("params_formula", monomial), flops=flops, params=weights,
+                         active_params=active, weight_matmul=True, **kw)  # fmt: skip
+
+    def _mlp_rows(self, c: float, tokens: float) -> tuple[OpRow, ...]:
+        """W_in1 (gate), W_in2 (up), their elementwise product and W_out (down), or W_in, act, W_out."""
+        D, F, E, k = self.d_model, self.d_ff, self.n_experts, self.experts_per_token
+        moe: dict[str, Any] = {"k": "k", "params_formula": "EDF", "active_params": k * D * F} if self.is_moe else {}
+        mm = functools.partial(self._matmul, "mlp", monomial="DF", weights=E * D * F, c=c, tokens=tokens)
+        ins = [("W_in1 (gate)", r"A[B,T,D] \cdot_D W_{in1}[D,F]"), ("W_in2 (up)", r"A[B,T,D] \cdot_D W_{in2}[D,F]")]
+        if not self.gated_mlp:
+            ins = [("W_in", r"A[B,T,D] \cdot_D W_{in}[D,F]")]
+        rows = tuple(mm(name=name, op=op, **moe) for name, op in ins)
+        act = r"\sigma(A_{in1})[B,T,F] * A_{in2}[B,T,F]" if self.gated_mlp else r"\sigma(A_{in})[B,T,F]"
+        rows += (self._row("mlp", "activation" + (" x up" if self.gated_mlp else ""), act, "O(BTF)", ""),)
+        rows += (mm(name="W_out (down)", op=r"A[B,T,F] \cdot_F W_{out}[F,D]", **moe),)
+        if self.is_moe:
+            rows += (self._matmul("router", "router", r"A[B,T,D] \cdot_D W_{gate}[D,E]", "DE", D * E, c, tokens),)
+        return rows
+
+    def _qkvo_rows(self, c: float, tokens: float) -> tuple[OpRow, ...]:
+        """The four projections; q, k, v biases (when present) sit in their rows' weights, not their FLOPs."""
+        D, N, K, H = self.d_model, self.n_heads, self.n_kv_heads, self.head_dim
+        rows = []
+        for name, heads, letter, op in (
+            ("W_Q", N, "N", r"A[B,T,D] \cdot_D W_Q[D,N,H]"),
+            ("W_K", K, "K", r"A[B,T,D] \cdot_D W_K[D,K,H]"),
+            ("W_V", K, "K", r"A[B,T,D] \cdot_D W_V[D,K,H]"),
+        ):
+            bias = heads * H if self.qkv_bias else 0
+            formula = f"D{letter}H" + (f" + {letter}H" if bias else "")
+            row = self._matmul("qkvo", name, op, f"D{letter}H", D * heads * H, c, tokens, params_formula=formula)
+            rows.append(dataclasses.replace(row, params=row.params + bias, active_params=row.params + bias))
+        rows.append(self._matmul("qkvo", "W_O", r"A[B,T,N,H] \cdot_{NH} W_O[N,H,D]", "DNH", D * N * H, c, tokens))
+        return tuple(rows)
+
+    def _dot_product_rows(self, c: float, seq_len: float, tokens: float) -> tuple[OpRow, ...]:
+        """QK^T and PV, 2 c S N H FLOPs per token each (c already halved for a causal mask), and the free softmax."""
+        flops = 2.0 * c * seq_len * self.n_heads * self.head_dim * tokens
+        return (
+            self._row("dot_product", "Q K^T", r"Q[B,T,K,G,H] \cdot_H K[B,S,K,H]", f"{2 * c:g}BTSNH", "", flops=flops),
+            self._row("dot_product", "softmax", r"\mathrm{softmax}_S\, L[B,T,S,K,G]", "O(BTSN)", ""),
+            self._row("dot_product", "P V", r"P[B,T,S,K,G] \cdot_S V[B,S,K,H]", f"{2 * c:g}BTSNH", "", flops=flops),
+        )
+
+    def _other_rows(self, c: float, tokens: float) -> tuple[OpRow, ...]:
+        """The per-layer norms, the final norm, the embedding lookup and the unembedding."""
+        D, V, n = self.d_model, self.vocab_size, self.norms_per_layer
+        norm = r"\mathrm{norm}_D\, A[B,T,D]"
+        lookup = r"W_{embed}[V,D]\,[\text{tokens}]"
+        rows: tuple[OpRow, ...] = (
+            (self._row("norms", f"{n} norms", norm, "O(BTD)", f"{n}D", params=n * D),) if n else ()
+        )
+        rows += (
+            self._row("norms", "final norm", norm, "O(BTD)", "D", params=D, count=1),
+            self._row("embedding", "embedding lookup", lookup, "0", "VD", params=V * D, count=1),
+        )
+        out = self._matmul(
+            "output", "unembedding", r"A[B,T,D] \cdot_D W_{unembed}[D,V]", "DV", D * V, c, tokens, count=1
+        )
+        if self.tied_embeddings:  # the same matmul, with the embedding's weights
+            out = dataclasses.replace(out, params_formula="0 (tied)", params=0, active_params=0)
+        return rows + (out,)
 
     def flops_per_token(self, seq_len: float, *, training: bool = True, causal: bool = False) -> float:
         """FLOPs to process one token with `seq_len` keys in view: `flops_breakdown(...).total_flops`.
@@ -380,6 +523,28 @@ class TransformerConfig:
             "mlp_matmuls": mlp_outputs,
             "big_matmuls": (self.n_heads + 2 * self.n_kv_heads) * self.head_dim + D + mlp_outputs,
         }[remat]
+
+    def saved_arrays_per_layer(self, remat: str = "block") -> int:
+        """Activation arrays of shape [B, T, width] one layer keeps for the backward pass, any width (count).
+
+        "none":        20, the book's rough tally of every intermediate (`SAVE_ALL_D_MULTIPLE`)
+        "block":       1, the layer's input
+        "big_matmuls": one output per weight matmul of a layer, counted from `op_rows`: 4 projections
+                       + k m MLP matmuls = 7 for a dense gated layer (the book's "about 7"; the small
+                       MoE router's output is left out, as in `saved_values_per_token_layer`)
+        "mlp_matmuls": the k m MLP matmul outputs only
+        `saved_values_per_token_layer` adds up the same arrays by their real widths (N H, K H, F, D).
+        Book: Part 4 (Transformers), "Gradient checkpointing"; Problem 4.6.
+
+        Raises:
+            ValueError: an unknown policy, or "custom" (its count is the caller's).
+        """
+        checks.one_of("remat", remat, REMAT_POLICIES[:-1])
+        if remat in ("none", "block"):
+            return SAVE_ALL_D_MULTIPLE if remat == "none" else 1
+        groups = ("mlp",) if remat == "mlp_matmuls" else ("mlp", "qkvo")
+        per_layer = (r for r in self.op_rows(0) if r.weight_matmul and r.count == self.n_layers and r.group in groups)
+        return sum(self.experts_per_token if r.group == "mlp" else 1 for r in per_layer)
 
     def training_memory(
         self,

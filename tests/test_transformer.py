@@ -146,6 +146,73 @@ def test_six_n_rule_for_dense_model():
     assert model.flops_per_token(0) == 6 * (parts.total - parts.embedding - parts.norms)
 
 
+# ----- the accounting tables (op_rows) -----------------------------------------------------------------
+
+
+def test_op_rows_of_tiny_model_by_hand():
+    # B T = 3 tokens, S = 5 keys, training: W_in1 is 6 * 3 * D F = 6 * 3 * 128 = 2304 FLOPs, D F = 128 weights.
+    rows = {row.name: row for row in tiny().op_rows(5, batch_tokens=3)}
+    assert (rows["W_in1 (gate)"].flops, rows["W_in1 (gate)"].params) == (2304, 128)
+    assert rows["W_in1 (gate)"].flops_formula == "6BTDF" and rows["W_in1 (gate)"].params_formula == "DF"
+    assert (rows["W_K"].flops, rows["W_K"].params, rows["W_K"].flops_formula) == (6 * 3 * 32, 32, "6BTDKH")
+    assert rows["Q K^T"].flops == 6 * 3 * 5 * 4 * 2 and rows["Q K^T"].params == 0  # 6 B T S N H
+    assert rows["softmax"].flops == 0 and rows["softmax"].flops_formula == "O(BTSN)"
+    assert (rows["unembedding"].count, rows["unembedding"].flops) == (1, 6 * 3 * 80)
+    assert rows["W_Q"].count == 2 and rows["2 norms"].params == 16 and rows["final norm"].count == 1
+
+
+def test_op_rows_add_up_to_the_books_per_layer_sums():
+    # MLP 18 B T D F; projections 12 B T D (N + K) H; attention 12 B T S N H; all times L, plus 6 B T D V.
+    model, tokens, S = get_model("llama-3-70b"), 4096, 2048
+    L, D, F, N, K, H, V = 80, 8192, 28672, 64, 8, 128, 128256
+    rows = model.op_rows(S, batch_tokens=tokens)
+    by_group = {g: sum(r.total_flops for r in rows if r.group == g) for g in transformer.OP_GROUPS}
+    assert by_group["mlp"] == 18 * tokens * D * F * L
+    assert by_group["qkvo"] == 12 * tokens * D * (N + K) * H * L
+    assert by_group["dot_product"] == 12 * tokens * S * N * H * L
+    assert by_group["output"] == 6 * tokens * D * V and by_group["norms"] == by_group["embedding"] == 0
+    assert sum(r.total_params for r in rows if r.group == "mlp") == 3 * D * F * L
+    assert sum(r.total_params for r in rows) == RELEASED["llama-3-70b"]
+
+
+@pytest.mark.parametrize("name", ["llama-3-70b", "gemma-2-27b", "qwen2.5-72b", "book-ch4-q1"])
+def test_op_rows_are_six_flops_per_matmul_weight_per_token_plus_attention(name):
+    # 6 x (weights a matmul uses) x tokens + 12 B T S N H L; a tied model multiplies by its embedding table.
+    model, tokens, S = get_model(name), 1000, 3000
+    parts = model.param_breakdown()
+    matmul_weights = parts.total - parts.norms - (0 if model.tied_embeddings else parts.embedding)
+    matmul_weights -= (model.n_heads + 2 * model.n_kv_heads) * model.head_dim * model.n_layers if model.qkv_bias else 0
+    attention = 12 * tokens * S * model.n_heads * model.head_dim * model.n_layers
+    total = sum(row.total_flops for row in model.op_rows(S, batch_tokens=tokens))
+    assert total == pytest.approx(6 * matmul_weights * tokens + attention, rel=1e-12)
+    assert total == pytest.approx(tokens * model.flops_per_token(S), rel=1e-12)
+
+
+def test_op_rows_forward_causal_moe_and_tied():
+    moe = tiny(n_experts=4, experts_per_token=2, tied_embeddings=True)
+    rows = {row.name: row for row in moe.op_rows(4, training=False, causal=True)}
+    assert rows["W_out (down)"].flops_formula == "2kBTDF" and rows["W_out (down)"].params_formula == "EDF"
+    assert (rows["W_out (down)"].params, rows["W_out (down)"].active_params) == (4 * 128, 2 * 128)
+    assert rows["router"].flops == 2 * 8 * 4 and rows["P V"].flops_formula == "1BTSNH"
+    assert rows["P V"].flops == 2 * 4 * 4 * 2 / 2  # 2 S N H, halved by the mask
+    assert rows["unembedding"].params == 0 and rows["unembedding"].flops == 2 * 80 and rows["unembedding"].weight_matmul
+
+
+def test_op_rows_refuse_negative_tokens():
+    with pytest.raises(ValueError, match="batch_tokens=-1"):
+        tiny().op_rows(0, batch_tokens=-1)
+
+
+def test_saved_arrays_per_layer_counts_the_weight_matmuls():
+    assert get_model("llama-3-70b").saved_arrays_per_layer("big_matmuls") == 7  # Q, K, V, O, in1, in2, out
+    assert tiny(gated_mlp=False).saved_arrays_per_layer("big_matmuls") == 6
+    assert get_model("mixtral-8x7b").saved_arrays_per_layer("big_matmuls") == 4 + 2 * 3  # k = 2 experts
+    assert get_model("llama-3-70b").saved_arrays_per_layer("mlp_matmuls") == 3
+    assert tiny().saved_arrays_per_layer("none") == 20 and tiny().saved_arrays_per_layer() == 1
+    with pytest.raises(ValueError, match="remat='custom'"):
+        tiny().saved_arrays_per_layer("custom")
+
+
 def test_attention_crossover_matches_book_rules():
     q1 = get_model("book-ch4-q1")  # MHA, gated, F = 4D, D = 4096
     assert q1.attention_crossover_seq_len() == 8 * 4096
