@@ -367,6 +367,7 @@ KEYS = {
         },
         params={"tpu": "tpu-v5e", "d": W_SHAPE[1], "f": W_SHAPE[0]},
         draw=_draw_int8_matmul,
+        rel_tol=0.04,
     ),
     "ch02_q4c_vmem_time": Key(
         names=("int8_vmem_time_s",),
@@ -466,4 +467,15 @@ def send_to_last(x, n_devices):
 
     return jax.shard_map(body, in_specs=jax.P("X"), out_specs=jax.P("X"))(x)
 """,
+}
+
+# The text's printed answers where its model gives them (tests/test_exercises.py): the grader accepts
+# each. Left out: Q1's "around 10 ms" (a rounding, not a figure), Q2's pods (the text rounds the
+# peaks to one figure and counts GB where the table means GiB) and Q6 (the text takes the 2^34-byte
+# matrix to be 16e9 bytes, 7 % less).
+PRINTED = {
+    "ch02_q3a_pcie_batch": {"pcie_batch_tokens": 61_000},
+    "ch02_q4b_hbm_batch": {"hbm_batch_tokens": 271},
+    "ch02_q4d_vmem_batch": {"vmem_batch_tokens": 11},
+    "ch02_q5_ici_transfer": {"first_byte_s": 6e-6, "transfer_s": 188e-6},
 }
