@@ -96,9 +96,13 @@ class DecodeStep:
 
 
 def _slice(chip: Chip, n_chips: int) -> topology.Slice:
-    """The offered slice of exactly `n_chips` chips (ValueError listing the offered counts otherwise)."""
+    """The offered slice of exactly `n_chips` chips (ValueError listing the offered counts otherwise).
+
+    One chip is always allowed (a single device needs no collectives), even where the smallest
+    rentable slice is larger (v4, v5p: 2x2x1); the slice returned then is that smallest one.
+    """
     checks.count("n_chips", n_chips)
-    offered = [math.prod(s) for s in topology.slice_shapes(chip)]
+    offered = sorted({1, *(math.prod(s) for s in topology.slice_shapes(chip))})
     if n_chips not in offered:
         raise ValueError(f"n_chips={n_chips!r}: no {chip.name} slice has that many chips; allowed: {offered}")
     return topology.smallest_slice(chip, n_chips)

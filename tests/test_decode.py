@@ -8,6 +8,8 @@ import pytest
 from book_lib import decode
 from book_lib.transformer import TransformerConfig
 
+pytestmark = pytest.mark.usefixtures("eight_devices")
+
 CONFIG = TransformerConfig(n_layers=2, d_model=64, d_ff=128, n_heads=4, n_kv_heads=2, head_dim=16, vocab_size=97)
 forward = jax.jit(decode.forward, static_argnums=2)
 prefill = jax.jit(decode.prefill, static_argnums=3)

@@ -123,6 +123,16 @@ def test_slice_shapes_each_generation_offers():
     assert topology.smallest_slice("v5e", 17).shape == (4, 8)
 
 
+def test_one_chip_of_any_generation_is_predicted_without_collectives():
+    """Chapter 7 predicts a step on the reader's own device: one chip, even of a 3D-torus generation."""
+    for chip in ("v5p", "v4", "v5e", "h100"):
+        step = inference.decode_step_time("llama-3-8b", chip, 1, 8, 1024)
+        assert step.t_ici == 0 and step.t_weights > 0, chip
+        assert inference.prefill_time("llama-3-8b", chip, 1, 1024) > 0
+    with pytest.raises(ValueError, match=r"n_chips=2: .*allowed: \[1, 4, 8"):
+        inference.decode_step_time("llama-3-8b", "v5p", 2, 8, 1024)
+
+
 @pytest.mark.parametrize(
     ("call", "match"),
     [
