@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.ticker import EngFormatter
+from matplotlib.ticker import EngFormatter, LogLocator, NullFormatter, ScalarFormatter
 
 from book_lib import checks
 from book_lib import roofline as _roofline
@@ -37,6 +37,7 @@ __all__ = [
     "throughput_vs_batch",
     "attention_share",
     "memory_bars",
+    "comms_ratio_vs_fsdp_degree",
     "latency_vs_throughput",
     "systolic_snapshots",
     "chip_rates",
@@ -46,6 +47,8 @@ __all__ = [
     "STYLE",
     "tpu_chip_diagram",
     "transformer_layer_diagram",
+    "math_over_comms_vs_batch",
+    "comms_time_vs_batch",
 ]
 
 _PALETTE = tuple(plt.get_cmap("tab10").colors) + ((0.0, 0.0, 0.0),)  # type: ignore[attr-defined]
@@ -328,6 +331,44 @@ def memory_bars(
 
 
 @_styled
+def comms_ratio_vs_fsdp_degree(
+    degrees: Sequence[float],
+    curves: dict[str, Sequence[float]],
+    *,
+    points: dict[str, tuple[Sequence[float], Sequence[float]]] | None = None,
+    ax: Axes | None = None,
+) -> tuple[Figure, Axes]:
+    """T_comms / T_math against the FSDP degree X of mixed FSDP + tensor parallelism, log x.
+
+    Lines are models evaluated on `degrees`; markers are single meshes. Below the dotted line at 1 the
+    step is compute-bound. Book: Part 6, "How to shard LLaMA 3-70B for training".
+
+    Args:
+        degrees: FSDP degrees X for the lines (chips).
+        curves: label -> ratio per degree (ratio).
+        points: label -> (degrees, ratios) drawn as markers.
+
+    Raises:
+        ValueError: a curve without one value per degree.
+    """
+    fig, ax = _new_axes(ax)
+    for i, (label, values) in enumerate(curves.items()):
+        if len(values) != len(degrees):
+            raise ValueError(f"curves[{label!r}]={len(values)} values: not one per degree; allowed: {len(degrees)}")
+        ax.semilogx(degrees, values, label=label, color=_PALETTE[i])
+    for j, (label, (xs, ys)) in enumerate((points or {}).items(), start=len(curves)):
+        ax.semilogx(xs, ys, "o", label=label, color=_PALETTE[j], ms=7)
+    ax.axhline(1.0, color="gray", linestyle=":", lw=1, label="compute-bound below 1")
+    ax.xaxis.set_major_locator(LogLocator(base=2))
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("FSDP degree X (chips)")
+    ax.set_ylabel("T_comms / T_math (ratio)")
+    ax.legend(loc="upper center", fontsize=8)
+    return fig, ax
+
+
+@_styled
 def latency_vs_throughput(
     curves: dict[str, tuple[Sequence[float], Sequence[float]]],
     batches: Sequence[int],
@@ -454,6 +495,76 @@ def save(fig: Figure, path: str | Path) -> Path:
     fig.savefig(path, metadata=metadata.get(path.suffix.lower()), bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def _one_per_batch(arg: str, curves: dict[str, Sequence[float]], batches: Sequence[float]) -> None:
+    for label, values in curves.items():
+        if len(values) != len(batches):
+            raise ValueError(
+                f"{arg}[{label!r}]={len(values)} points: not one per batch; allowed: {len(batches)} values"
+            )
+
+
+@_styled
+def math_over_comms_vs_batch(
+    batch_per_chip: Sequence[float],
+    ratios: dict[str, Sequence[float]],
+    *,
+    ax: Axes | None = None,
+) -> tuple[Figure, Axes]:
+    """T_math / T_comms of a training step (ratio) against the batch per chip B / N (tokens), log-log.
+
+    One curve per parallelism scheme; above the dotted line at 1 the scheme is compute-bound (its
+    collectives can hide under its matmuls). Book: Part 5, "Mixed FSDP and Tensor Parallelism".
+
+    Args:
+        batch_per_chip: x values, tokens per chip.
+        ratios: scheme -> T_math / T_comms at each batch.
+
+    Raises:
+        ValueError: a curve without one value per batch.
+    """
+    _one_per_batch("ratios", ratios, batch_per_chip)
+    fig, ax = _new_axes(ax)
+    for i, (label, values) in enumerate(ratios.items()):
+        ax.loglog(batch_per_chip, values, label=label, color=_PALETTE[i])
+    ax.axhline(1.0, color="gray", linestyle=":", lw=1, label="T_math = T_comms")
+    ax.set_xlabel("batch per chip B / N (tokens)")
+    ax.set_ylabel("T_math / T_comms (ratio)")
+    ax.legend(loc="upper left", fontsize=8)
+    return fig, ax
+
+
+@_styled
+def comms_time_vs_batch(
+    batch_tokens: Sequence[float],
+    t_comms: dict[str, Sequence[float]],
+    t_math: Sequence[float],
+    *,
+    ax: Axes | None = None,
+) -> tuple[Figure, Axes]:
+    """Communication time of a training step (s) per scheme against the batch B (tokens), log-log.
+
+    The math time is the black dashed line: a scheme whose curve lies above it is communication-bound
+    at that batch. Book: Part 5, "Mixed FSDP and Tensor Parallelism" (the 16x16x16 TPU v5p figure).
+
+    Args:
+        batch_tokens: x values, tokens per step.
+        t_comms: scheme -> T_comms at each batch (s).
+        t_math: T_math at each batch (s), the same for every scheme.
+
+    Raises:
+        ValueError: a curve without one value per batch.
+    """
+    _one_per_batch("t_comms", {**t_comms, "t_math": t_math}, batch_tokens)
+    fig, ax = _new_axes(ax)
+    for i, (label, values) in enumerate(t_comms.items()):
+        ax.loglog(batch_tokens, values, label=label, color=_PALETTE[i])
+    ax.loglog(batch_tokens, t_math, color="black", linestyle="--", label="T_math")
+    ax.set_xlabel("batch B (tokens per step)")
+    ax.set_ylabel("time per step (s)")
+    ax.legend(loc="upper left", fontsize=8)
+    return fig, ax
 
 
 @_styled

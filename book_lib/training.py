@@ -53,7 +53,12 @@ __all__ = [
     "dcn_compute_bound_batch",
     "optimal_fsdp_degree",
     "fsdp_degree_range",
+    "fsdp_tp_comms_ratio",
     "pipeline_bubble_fraction",
+    "LAYER_COST_FORMULAS",
+    "LayerCost",
+    "layer_costs",
+    "zero_memory_per_chip",
     "step_time",
     "memory_per_chip",
     "plan_training",
@@ -194,6 +199,34 @@ def fsdp_degree_range(
     return (middle - half, middle + half)
 
 
+def fsdp_tp_comms_ratio(
+    fsdp_degree: float,
+    batch_tokens: float,
+    d_ff: int,
+    n_chips: int,
+    chip: Chip | str,
+    *,
+    fsdp_axes: int = 2,
+    tp_axes: int = 1,
+) -> float:
+    """T_comms / T_math of a layer under mixed FSDP + tensor parallelism, the text's model (ratio).
+
+    ratio(X) = (F X / (N M_X) + B / (X M_Y)) / (B F / (N alpha)),  alpha = C / W, Y = N / X:
+    the FSDP weight traffic grows with X, the tensor-parallel activation traffic shrinks with it.
+    Compute-bound below 1; equal to 1 at the ends of `fsdp_degree_range`, smallest at `optimal_fsdp_degree`.
+    Book: Part 5, "Mixed FSDP and Tensor Parallelism" (and its Appendix C); Part 6.
+
+    Raises:
+        ValueError: a non-positive degree or batch, a size that is not a count, or an unknown chip.
+    """
+    x = checks.positive("fsdp_degree", fsdp_degree)
+    optimal_fsdp_degree(batch_tokens, d_ff, n_chips, fsdp_axes=fsdp_axes, tp_axes=tp_axes)  # validates
+    alpha = compute_bound_batch_per_chip("dp", chip)
+    b, f, n = float(batch_tokens), float(d_ff), float(n_chips)
+    comms = f * x / (n * fsdp_axes) + b / (x * tp_axes)
+    return comms / (b * f / (n * alpha))
+
+
 def pipeline_bubble_fraction(stages: int, microbatches: int) -> float:
     """Idle time a GPipe-style pipeline adds, as a fraction of the useful time (ratio).
 
@@ -204,6 +237,129 @@ def pipeline_bubble_fraction(stages: int, microbatches: int) -> float:
         ValueError: stages or microbatches not a count.
     """
     return (checks.count("stages", stages) - 1) / checks.count("microbatches", microbatches)
+
+
+# ----- the text's per-layer table --------------------------------------------------------------------
+
+# Collective bytes per chip of one layer (two matrices W_in[D, F], W_out[F, D], bf16 values), as
+# (forward, backward) in the text's letters. FLOPs need no table: 4BDF / N forward and 8BDF / N
+# backward, N the chips the layer is split over (X, Y or XY). Book: Part 5, "Key Takeaways".
+LAYER_COST_FORMULAS = {
+    "dp": ("0", "8DF"),
+    "fsdp": ("4DF", "8DF"),
+    "tp": ("4BD", "4BD"),
+    "fsdp+tp": ("4BD/X + 4DF/Y", "4BD/X + 8DF/Y"),
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayerCost:
+    """FLOPs and communicated bytes of one two-matrix layer on one chip, per pass.
+
+    Bytes are counted as the text counts them: an AllGather or a ReduceScatter of an array of V bytes
+    moves V, an AllReduce 2V (it is one of each), so T_comms = bytes / W on one ring axis.
+
+    Attributes:
+        strategy: one of `STRATEGIES`.
+        flops_forward, flops_backward: matmul FLOPs per chip (FLOPs).
+        bytes_forward, bytes_backward: collective bytes per chip (bytes).
+    """
+
+    strategy: str
+    flops_forward: float
+    flops_backward: float
+    bytes_forward: float
+    bytes_backward: float
+
+    def intensity(self, phase: str) -> float:
+        """FLOPs per communicated byte of "forward" or "backward" (FLOPs/byte; inf with no traffic)."""
+        flops, moved = {
+            "forward": (self.flops_forward, self.bytes_forward),
+            "backward": (self.flops_backward, self.bytes_backward),
+        }[checks.one_of("phase", phase, ("forward", "backward"))]
+        return math.inf if moved == 0 else flops / moved
+
+
+def layer_costs(
+    strategy: str,
+    *,
+    batch_tokens: float,
+    d_model: int,
+    d_ff: int,
+    x: int = 1,
+    y: int = 1,
+    bytes_per_value: float = 2,
+) -> LayerCost:
+    """The text's per-layer compute and communication of In[B, D] . W_in[D, F] . W_out[F, D] (per chip).
+
+    FLOPs: 4BDF / (XY) forward, 8BDF / (XY) backward. Bytes, with p = bytes_per_value
+    (`LAYER_COST_FORMULAS` writes them for p = 2):
+        DP:      0 forward; AllReduce_X of both weights backward, 2 * 2 p D F
+        FSDP:    AllGather_X of both weights (2 p D F) forward; both again plus their ReduceScatter back
+        TP:      AllGather_Y In and ReduceScatter_Y Out, 2 p B D, in each pass (In kept for the backward)
+        FSDP+TP: TP's traffic / X plus FSDP's / Y
+    Compute-bound in a pass while its FLOPs per byte (`LayerCost.intensity`) exceed C / W.
+    Book: Part 5, "Key Takeaways" (the table of compute and comms per layer) and Appendix B.
+
+    Raises:
+        ValueError: unknown strategy; a size that is not a count; y > 1 with "dp" or "fsdp", x > 1 with "tp".
+    """
+    strategy = checks.one_of("strategy", strategy, STRATEGIES)
+    b, p = checks.positive("batch_tokens", batch_tokens), checks.positive("bytes_per_value", bytes_per_value)
+    d, f = checks.count("d_model", d_model), checks.count("d_ff", d_ff)
+    x, y = checks.count("x", x), checks.count("y", y)
+    if strategy in ("dp", "fsdp") and y > 1:
+        raise ValueError(f"y={y!r}: {strategy!r} has no model axis; allowed: 1 (or strategy='fsdp+tp')")
+    if strategy == "tp" and x > 1:
+        raise ValueError(f"x={x!r}: 'tp' has no data axis; allowed: 1 (or strategy='fsdp+tp')")
+    weights = 2 * p * d * f / y if strategy != "tp" else 0.0  # both matrices, one copy
+    acts = 2 * p * b * d / x if strategy in ("tp", "fsdp+tp") else 0.0  # one gather and one scatter
+    if strategy == "dp":
+        forward, backward = 0.0, 2 * weights
+    else:
+        forward, backward = acts + weights, acts + 2 * weights
+    n = x * y
+    return LayerCost(
+        strategy=strategy,
+        flops_forward=4 * b * d * f / n,
+        flops_backward=8 * b * d * f / n,
+        bytes_forward=forward,
+        bytes_backward=backward,
+    )
+
+
+def zero_memory_per_chip(
+    param_count: float,
+    n_data: int,
+    *,
+    stage: int,
+    bytes_per_param: float = 2,
+    bytes_per_grad: float = 2,
+    optimizer_bytes_per_param: float = 12,
+) -> MemoryPerChip:
+    """Parameters, gradients and optimizer state on one of n_data data-parallel chips under ZeRO (bytes).
+
+    stage 0 (plain DP) keeps all three whole; ZeRO-1 divides the optimizer state by n_data, ZeRO-2 the
+    gradients too, ZeRO-3 (FSDP) the parameters too. The defaults are mixed-precision Adam as the ZeRO
+    paper counts it (K = 12: fp32 master weights and two moments): 7.5B parameters on 64 chips need
+    120 GB, 31.4 GB, 16.6 GB and 1.9 GB. Activations are left out (0), and no chip is set.
+    Book: Part 5, Appendix A (the ZeRO figure); "Fully-Sharded Data Parallelism".
+
+    Raises:
+        ValueError: a negative size, n_data not a count, stage not 0 to 3.
+    """
+    params = checks.non_negative("param_count", param_count)
+    n = checks.count("n_data", n_data)
+    if stage not in (0, 1, 2, 3) or isinstance(stage, bool):
+        raise ValueError(f"stage={stage!r}: not a ZeRO stage; allowed: 0, 1, 2, 3")
+    sizes = [
+        params * checks.non_negative("bytes_per_param", bytes_per_param),
+        params * checks.non_negative("bytes_per_grad", bytes_per_grad),
+        params * checks.non_negative("optimizer_bytes_per_param", optimizer_bytes_per_param),
+    ]
+    cut = {0: (), 1: (2,), 2: (1, 2), 3: (0, 1, 2)}[stage]
+    p, g, o = (size / n if i in cut else size for i, size in enumerate(sizes))
+    return MemoryPerChip(params_bytes=p, grads_bytes=g, optimizer_bytes=o, activations_bytes=0.0, hbm_bytes=None)
 
 
 # ----- meshes ----------------------------------------------------------------------------------------

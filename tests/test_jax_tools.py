@@ -333,3 +333,56 @@ def test_latency_vs_throughput_draws_each_setup_and_hollows_what_does_not_fit():
     matplotlib.pyplot.close(fig)
     with pytest.raises(ValueError, match=r"curves\['bf16'\]=2, 2 points: .*allowed: 3 of each"):
         plots.latency_vs_throughput({"bf16": ([1.0, 2.0], [1.0, 2.0])}, batches)
+
+
+def test_comms_ratio_vs_fsdp_degree_draws_lines_points_and_the_bound():
+    from book_lib import training
+
+    degrees = [512.0, 1024.0, 2048.0, 4096.0]
+    ratios = [training.fsdp_tp_comms_ratio(x, 4 * 2**20, 28_672, 8960, "v5p") for x in degrees]
+    fig, ax = plots.comms_ratio_vs_fsdp_degree(degrees, {"text's model": ratios}, points={"meshes": ([2240], [0.85])})
+    assert ax.get_xscale() == "log" and ax.get_title() == ""
+    assert ax.get_xlabel() == "FSDP degree X (chips)" and ax.get_ylabel() == "T_comms / T_math (ratio)"
+    line, dots, bound = ax.get_lines()
+    assert line.get_xydata().tolist() == [list(p) for p in zip(degrees, ratios, strict=True)]
+    assert dots.get_xydata().tolist() == [[2240, 0.85]] and dots.get_linestyle() == "None"
+    assert bound.get_ydata()[0] == 1.0
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["text's model", "meshes", "compute-bound below 1"]
+    matplotlib.pyplot.close(fig)
+    with pytest.raises(ValueError, match=r"curves\['x'\]=1 values: .*allowed: 4"):
+        plots.comms_ratio_vs_fsdp_degree(degrees, {"x": [1.0]})
+
+
+def test_math_over_comms_vs_batch_draws_each_scheme_and_the_compute_bound_line():
+    from book_lib import training
+
+    per_chip = [256, 1024, 4096]
+    ratios = {
+        s: [
+            training.layer_costs(s, batch_tokens=64 * b, d_model=8192, d_ff=28672, x=64).intensity("forward") / 2550
+            for b in per_chip
+        ]
+        for s in ("fsdp",)
+    }
+    fig, ax = plots.math_over_comms_vs_batch(per_chip, ratios)
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    assert ax.get_xlabel() == "batch per chip B / N (tokens)" and ax.get_ylabel() == "T_math / T_comms (ratio)"
+    curve, line = ax.get_lines()
+    assert curve.get_xydata()[:, 1] == pytest.approx([b / 2550 for b in per_chip]), "FSDP: B / X over C / W"
+    assert list(line.get_ydata()) == [1.0, 1.0] and line.get_linestyle() == ":"
+    matplotlib.pyplot.close(fig)
+    with pytest.raises(ValueError, match=r"^ratios\['fsdp'\]=2 points: not one per batch; allowed: 3 values"):
+        plots.math_over_comms_vs_batch(per_chip, {"fsdp": [1.0, 2.0]})
+
+
+def test_comms_time_vs_batch_draws_t_math_dashed_in_black_after_the_schemes():
+    batches = [1e6, 2e6, 4e6]
+    fig, ax = plots.comms_time_vs_batch(batches, {"FSDP": [1.0, 1.0, 1.0], "TP": [0.5, 1.0, 2.0]}, [0.4, 0.8, 1.6])
+    fsdp, tp, math_line = ax.get_lines()
+    assert tp.get_xydata().tolist() == [[1e6, 0.5], [2e6, 1.0], [4e6, 2.0]]
+    assert math_line.get_linestyle() == "--" and math_line.get_color() == "black"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["FSDP", "TP", "T_math"]
+    assert ax.get_xlabel() == "batch B (tokens per step)" and ax.get_ylabel() == "time per step (s)"
+    matplotlib.pyplot.close(fig)
+    with pytest.raises(ValueError, match=r"^t_comms\['t_math'\]=1 points"):
+        plots.comms_time_vs_batch(batches, {"FSDP": [1.0, 1.0, 1.0]}, [0.4])

@@ -423,3 +423,83 @@ def test_training_is_a_pure_cost_model():
     code = "import sys, book_lib.training, book_lib.__main__; print('jax' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_fsdp_tp_comms_ratio_crosses_one_at_the_range_and_is_least_at_the_optimum():
+    args = (BATCH_4M, 28_672, 8960, "v5p")
+    low, high = training.fsdp_degree_range(*args)
+    ratio = training.fsdp_tp_comms_ratio
+    assert ratio(low, *args) == pytest.approx(1) and ratio(high, *args) == pytest.approx(1)
+    x_opt = training.optimal_fsdp_degree(*args[:3])
+    assert ratio(x_opt, *args) < 1 and ratio(0.9 * x_opt, *args) > ratio(x_opt, *args) < ratio(1.1 * x_opt, *args)
+    assert ratio(low / 2, *args) > 1 and ratio(2 * high, *args) > 1
+    # Part 6: the text's 2048-way FSDP fits on 8192 chips; on the full 8960-chip pod 2240 x 4 falls just outside.
+    assert ratio(2048, BATCH_4M, 28_672, 8192, "v5p") < 1 < ratio(2240, *args) < 1.05
+    # Below the mixed bound no degree is compute-bound: the minimum stays above 1.
+    small = (400 * 8960, 28_672, 8960, "v5p")
+    assert ratio(training.optimal_fsdp_degree(*small[:3]), *small) > 1
+    with pytest.raises(ValueError, match=r"fsdp_degree=0"):
+        ratio(0, *args)
+
+
+# ----- the per-layer table and ZeRO (Part 5, "Key Takeaways" and Appendix A) ---------------------------
+
+
+@pytest.mark.parametrize("strategy", training.STRATEGIES)
+def test_layer_costs_match_the_formulas_in_letters(strategy):
+    b, d, f, x, y = 3 * 5 * 7 * 64, 24, 96, 4, 2  # awkward sizes, so no two terms coincide
+    x, y = {"dp": (x, 1), "fsdp": (x, 1), "tp": (1, y), "fsdp+tp": (x, y)}[strategy]
+    cost = training.layer_costs(strategy, batch_tokens=b, d_model=d, d_ff=f, x=x, y=y)
+    names = {"B": b, "D": d, "F": f, "X": x, "Y": y}
+    assert cost.flops_forward == pytest.approx(4 * b * d * f / (x * y))
+    assert cost.flops_backward == pytest.approx(8 * b * d * f / (x * y))
+    values = [cost.bytes_forward, cost.bytes_backward]
+    for formula, value in zip(training.LAYER_COST_FORMULAS[strategy], values, strict=True):
+        python = "".join(
+            ch + "*" if ch.isalnum() and nxt.isalpha() else ch
+            for ch, nxt in zip(formula, formula[1:] + " ", strict=True)
+        )
+        assert eval(python, {}, names) == pytest.approx(value), (formula, value)  # noqa: S307
+
+
+def test_layer_costs_give_the_texts_compute_bounds():
+    alpha = training.compute_bound_batch_per_chip("fsdp", "v5p")
+    # FSDP: FLOPs per byte = B / X in each pass, so compute-bound exactly when B / X > C / W.
+    fsdp = training.layer_costs("fsdp", batch_tokens=64 * alpha, d_model=8192, d_ff=28672, x=64)
+    assert fsdp.intensity("forward") == pytest.approx(alpha) and fsdp.intensity("backward") == pytest.approx(alpha)
+    # DP moves nothing forward, and its backward pass has the same B / X.
+    dp = training.layer_costs("dp", batch_tokens=64 * alpha, d_model=8192, d_ff=28672, x=64)
+    assert dp.intensity("forward") == math.inf and dp.intensity("backward") == pytest.approx(alpha)
+    # TP: F / Y FLOPs per byte whatever the batch, so Y < F / (C / W).
+    for b in (1024, 10**6):
+        tp = training.layer_costs("tp", batch_tokens=b, d_model=8192, d_ff=28672, y=8)
+        assert tp.intensity("forward") == pytest.approx(28672 / 8)
+    # In int8 (1 byte) the text notes C doubles and the bytes halve: intensity doubles with the bytes cut.
+    half = training.layer_costs("tp", batch_tokens=1024, d_model=8192, d_ff=28672, y=8, bytes_per_value=1)
+    assert half.intensity("forward") == pytest.approx(2 * 28672 / 8)
+
+
+def test_layer_costs_refuse_axes_the_strategy_has_not():
+    with pytest.raises(ValueError, match=r"^y=2: 'fsdp' has no model axis"):
+        training.layer_costs("fsdp", batch_tokens=8, d_model=2, d_ff=4, y=2)
+    with pytest.raises(ValueError, match=r"^x=2: 'tp' has no data axis"):
+        training.layer_costs("tp", batch_tokens=8, d_model=2, d_ff=4, x=2)
+    with pytest.raises(ValueError, match=r"^strategy='pp': unknown"):
+        training.layer_costs("pp", batch_tokens=8, d_model=2, d_ff=4)
+
+
+def test_zero_stages_reproduce_the_zero_papers_figure():
+    # Part 5, Appendix A: Psi = 7.5B, N_d = 64, K = 12: 120 GB, 31.4 GB, 16.6 GB, 1.9 GB.
+    totals = [training.zero_memory_per_chip(7.5e9, 64, stage=s).total_bytes / 1e9 for s in range(4)]
+    assert totals == pytest.approx([120, 31.4, 16.6, 1.9], abs=0.05)
+    with pytest.raises(ValueError, match=r"^stage=4: not a ZeRO stage"):
+        training.zero_memory_per_chip(7.5e9, 64, stage=4)
+
+
+def test_zero_3_is_what_memory_per_chip_calls_fsdp():
+    model, mesh = get_model("llama-3-8b"), {"data": 8}
+    fsdp = training.memory_per_chip(model, mesh, 0, strategy="fsdp")  # Adam: 2 fp32 moments, 8 bytes
+    zero3 = training.zero_memory_per_chip(model.param_count(), 8, stage=3, optimizer_bytes_per_param=8)
+    dp = training.memory_per_chip(model, mesh, 0, strategy="dp")
+    zero0 = training.zero_memory_per_chip(model.param_count(), 8, stage=0, optimizer_bytes_per_param=8)
+    assert fsdp.total_bytes == pytest.approx(zero3.total_bytes) and dp.total_bytes == pytest.approx(zero0.total_bytes)
