@@ -29,6 +29,7 @@ from book_lib.transformer import TransformerConfig, get_model
 __all__ = [
     "DecodeStep",
     "decode_step_time",
+    "decode_step_time_from_sizes",
     "prefill_time",
     "memory_bytes",
     "max_batch",
@@ -36,6 +37,7 @@ __all__ = [
     "latency_throughput",
     "cost_per_million_tokens",
     "speculative_tokens_per_step",
+    "prefill_servers_per_generate_server",
 ]
 
 
@@ -184,6 +186,52 @@ def decode_step_time(
     )
 
 
+def decode_step_time_from_sizes(
+    *,
+    param_count: float,
+    kv_bytes_per_token: float,
+    chip: Chip | str,
+    n_chips: int,
+    batch: int,
+    context_len: int,
+    weight_bytes: float = 2,
+    math_dtype: str = "bf16",
+) -> DecodeStep:
+    """Equation (4) from raw sizes, for a model known only by its counts (no collectives).
+
+    t_kv = B S kv_per_token / (n W_hbm); t_weights = P w / (n W_hbm); t_math = 2 B P / (n C).
+    For problems that give "a 30B model with 100 kB of KV per token" rather than a configuration;
+    `t_ici` is 0 (the text's estimate leaves it out).
+
+    Args:
+        param_count: P, weights (count, > 0), all active.
+        kv_bytes_per_token: bytes one token adds to a sequence's KV cache (> 0).
+        chip: a `Chip` or a name; n_chips: chips the model is spread over (count).
+        batch: sequences decoded together (count); context_len: S, tokens in each cache (count).
+        weight_bytes: bytes per weight; math_dtype: the dtype the MXU multiplies in.
+    Book: Part 7, "Theoretical estimates for LLM latency and throughput" (the pop quiz).
+    """
+    chip = checks.chip(chip)
+    checks.positive("param_count", param_count)
+    checks.positive("kv_bytes_per_token", kv_bytes_per_token)
+    checks.count("n_chips", n_chips)
+    checks.count("batch", batch)
+    checks.count("context_len", context_len)
+    checks.positive("weight_bytes", weight_bytes)
+    weights = param_count * weight_bytes
+    caches = batch * context_len * kv_bytes_per_token
+    return DecodeStep(
+        batch=batch,
+        n_chips=n_chips,
+        t_kv=caches / (n_chips * chip.hbm_bytes_per_s),
+        t_weights=weights / (n_chips * chip.hbm_bytes_per_s),
+        t_math=2 * batch * param_count / (n_chips * chip.peak_ops_per_s(math_dtype)),
+        t_ici=0.0,
+        memory_bytes=weights + caches,
+        hbm_bytes=n_chips * chip.hbm_bytes,
+    )
+
+
 def prefill_time(
     model: TransformerConfig | str, chip: Chip | str, n_chips: int, prompt_len: int, *, batch: int = 1, mfu: float = 1.0
 ) -> float:
@@ -300,6 +348,29 @@ def cost_per_million_tokens(
             )
     checks.positive("usd_per_chip_hour", usd_per_chip_hour)
     return usd_per_chip_hour / (tokens_per_s_per_chip * 3600) * 1e6
+
+
+def prefill_servers_per_generate_server(
+    prefill_s: float, decode_step_s: float, decode_batch: int, decode_len: int
+) -> float:
+    """Prefill servers needed per generate server so that neither idles (disaggregated serving).
+
+    A prefill server finishes one prompt every prefill_s; a generate server retires
+    B / (decode_step_s G) sequences per second. Balance: P / prefill_s = G_servers B / (decode_step_s G),
+    so P / G_servers = prefill_s B / (decode_step_s G), G the median decode length.
+    Book: Part 8, "What About Prefill?" (the prefill:generate ratio question).
+
+    Args:
+        prefill_s: one prompt's prefill time on one prefill server (s).
+        decode_step_s: one decode step of the generate server (s).
+        decode_batch: B, sequences a generate server decodes together (count).
+        decode_len: G, tokens generated per sequence (count).
+    """
+    checks.positive("prefill_s", prefill_s)
+    checks.positive("decode_step_s", decode_step_s)
+    checks.count("decode_batch", decode_batch)
+    checks.count("decode_len", decode_len)
+    return prefill_s * decode_batch / (decode_step_s * decode_len)
 
 
 def speculative_tokens_per_step(acceptance_rate: float, draft_len: int) -> float:

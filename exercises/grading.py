@@ -453,10 +453,11 @@ def _judge_jax(check: JaxCheck, name: str, spec: dict, record: dict) -> str | No
 
 
 def _shapes(text: str) -> list[str]:
-    """Every array shape written in a jaxpr or HLO text (`f32[8,16]` -> "8,16")."""
+    """Every array shape written in a jaxpr or HLO text (`f32[8,16]` -> "8,16"; `f32[8@X,16]` too)."""
     import re
 
-    return re.findall(r"\b(?:f|bf|s|u|i|pred|c)\d*\[([\d,]*)\]", text)
+    shapes = re.findall(r"\b(?:f|bf|s|u|i|pred|c)\d*\[([\d,@\w()]*)\]", text)
+    return [re.sub(r"@(?:\([^)]*\)|\w+)", "", s) for s in shapes]  # explicit sharding: global sizes
 
 
 def _judge_sharded(check, name, sizes, want, run, bound, hlo) -> str | None:

@@ -77,3 +77,11 @@ def test_plausible_wrong_answers_lose_only_their_points(graded):
         pytest.skip("this assignment lists no plausible wrong answers")
     for gid, (score, top) in scores["plausible"].items():
         assert score == (0 if gid in plausible else top), (gid, score, top)
+
+
+def test_shapes_read_global_sizes_from_explicitly_sharded_jaxprs():
+    """`max_elements` must see `f32[8@X,65,16]` (an explicitly sharded array) as 8 * 65 * 16 values."""
+    from exercises.grading import _shapes
+
+    text = "a:f32[8@X,4] b:f32[8@X,65,16] c:f32[4@(X,Y),3] d:i32[] e:f32[8,16]{1,0}"
+    assert _shapes(text) == ["8,4", "8,65,16", "4,3", "", "8,16"]

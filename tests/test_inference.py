@@ -183,3 +183,57 @@ def test_serve_command_refuses_bad_input_in_one_line(capsys, change, message):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and "Traceback" not in err
+
+
+def test_step_time_from_sizes_gives_the_pop_quiz_and_matches_the_model_form():
+    # Part 7's pop quiz: 30B int8 weights, 100 kB/token, 8192 context, v5e 4x4, bf16 FLOPs
+    small = inference.decode_step_time_from_sizes(
+        param_count=30e9,
+        kv_bytes_per_token=100e3,
+        chip="tpu-v5e",
+        n_chips=16,
+        batch=4,
+        context_len=8192,
+        weight_bytes=1,
+    )
+    assert small.bound == "weights"
+    assert small.t_lower == pytest.approx((4 * 819.2e6 + 30e9) / (16 * 8.1e11))
+    big = inference.decode_step_time_from_sizes(
+        param_count=30e9,
+        kv_bytes_per_token=100e3,
+        chip="tpu-v5e",
+        n_chips=16,
+        batch=256,
+        context_len=8192,
+        weight_bytes=1,
+    )
+    assert big.bound == "math"
+    assert big.t_lower == pytest.approx(256 * 819.2e6 / (16 * 8.1e11) + 2 * 256 * 30e9 / (16 * 1.97e14))
+    # the same numbers as decode_step_time on one chip, where it has no collectives
+    model = get_model("llama-2-13b")
+    full = inference.decode_step_time(model, "tpu-v5e", 1, 8, 4096, weight_bytes=1, kv_bytes=1)
+    raw = inference.decode_step_time_from_sizes(
+        param_count=model.param_count(),
+        kv_bytes_per_token=model.kv_cache_bytes_per_token(1),
+        chip="tpu-v5e",
+        n_chips=1,
+        batch=8,
+        context_len=4096,
+        weight_bytes=1,
+    )
+    assert (raw.t_kv, raw.t_weights, raw.t_math) == pytest.approx((full.t_kv, full.t_weights, full.t_math))
+    with pytest.raises(ValueError, match="kv_bytes_per_token"):
+        inference.decode_step_time_from_sizes(
+            param_count=30e9, kv_bytes_per_token=0, chip="tpu-v5e", n_chips=16, batch=4, context_len=8192
+        )
+
+
+def test_prefill_servers_balance_the_two_rates():
+    # the text's case: 0.91 s prefill, 19 ms steps, B = 32, 512 tokens -> about 3 prefill servers each
+    ratio = inference.prefill_servers_per_generate_server(0.91, 0.019, 32, 512)
+    assert ratio == pytest.approx(2.99, abs=0.01)
+    # the rates balance: prompts in per second equals sequences out per second
+    assert ratio / 0.91 == pytest.approx(32 / (0.019 * 512))
+    assert inference.prefill_servers_per_generate_server(1.0, 0.01, 64, 100) == pytest.approx(64.0)
+    with pytest.raises(ValueError, match="decode_len"):
+        inference.prefill_servers_per_generate_server(0.91, 0.019, 32, 0)
