@@ -38,6 +38,7 @@ __all__ = [
     "cost_per_million_tokens",
     "speculative_tokens_per_step",
     "prefill_servers_per_generate_server",
+    "memory_bound_model_parallelism",
 ]
 
 
@@ -348,6 +349,29 @@ def cost_per_million_tokens(
             )
     checks.positive("usd_per_chip_hour", usd_per_chip_hour)
     return usd_per_chip_hour / (tokens_per_s_per_chip * 3600) * 1e6
+
+
+def memory_bound_model_parallelism(
+    chip: Chip | str, d_ff: int, batch: int, *, weight_bytes: float = 2, act_bytes: float = 2
+) -> float:
+    """Model-parallel degree Y at which a memory-bound decode matmul turns ICI-bound (chips).
+
+    One [B, D] x [D, F] matmul sharded Y ways: T_ici = act_bytes B D / W_ici against
+    T_hbm = weight_bytes D F / (Y W_hbm); ICI stays hidden while Y < weight_bytes F W_ici / (act_bytes B W_hbm),
+    = F / (B beta) in bf16, beta = W_hbm / W_ici. W_ici: one ring axis, both directions.
+    Book: Part 8, "Thinking about throughput" (Y = F / (8 B): 56 at B = 64 for LLaMA 3 70B).
+
+    Args:
+        chip: a `Chip` or a name; d_ff: F (count); batch: B, sequences per step (count).
+        weight_bytes: bytes per weight; act_bytes: bytes per activation moved over ICI.
+    """
+    chip = checks.chip(chip)
+    checks.count("d_ff", d_ff)
+    checks.count("batch", batch)
+    checks.positive("weight_bytes", weight_bytes)
+    checks.positive("act_bytes", act_bytes)
+    w_ici = max(topology.pod(chip).axis_bytes_per_s)
+    return weight_bytes * d_ff * w_ici / (act_bytes * batch * chip.hbm_bytes_per_s)
 
 
 def prefill_servers_per_generate_server(

@@ -237,3 +237,18 @@ def test_prefill_servers_balance_the_two_rates():
     assert inference.prefill_servers_per_generate_server(1.0, 0.01, 64, 100) == pytest.approx(64.0)
     with pytest.raises(ValueError, match="decode_len"):
         inference.prefill_servers_per_generate_server(0.91, 0.019, 32, 0)
+
+
+def test_memory_bound_model_parallelism_balances_ici_against_weight_loads():
+    v5e = get_chip("tpu-v5e")
+    y = inference.memory_bound_model_parallelism(v5e, 28_672, 64)
+    w_ici = max(topology.pod(v5e).axis_bytes_per_s)
+    # at that Y the two times of one [64, 8192] x [8192, 28672] bf16 matmul are equal
+    t_ici = 2 * 64 * 8192 / w_ici
+    t_hbm = 2 * 8192 * 28_672 / (y * v5e.hbm_bytes_per_s)
+    assert t_ici == pytest.approx(t_hbm)
+    assert 40 < y < 60  # the text's 56 uses beta = 8; v5e's is 9
+    assert inference.memory_bound_model_parallelism(v5e, 28_672, 32) == pytest.approx(2 * y)
+    assert inference.memory_bound_model_parallelism(v5e, 28_672, 64, weight_bytes=1) == pytest.approx(y / 2)
+    with pytest.raises(ValueError, match="batch"):
+        inference.memory_bound_model_parallelism(v5e, 28_672, 0)
