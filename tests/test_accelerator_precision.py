@@ -5,6 +5,10 @@ check that passes only with exact float32 would fail for a reader on Colab. Each
 with `book_lib.precision`'s emulation switched on through its environment variable (the kernel
 inherits it); outputs are not compared, since rounding changes the printed digits, but every cell
 must run and every `assert` hold.
+
+Only bf16 runs here: TF32 keeps 10 mantissa bits to bf16's 7, so its rounding error is 8 times
+smaller and a check that holds under bf16 holds under TF32 (`tests/test_jax_tools.py` checks that both
+emulations round). One run per notebook instead of two keeps `make test` within its budget.
 """
 
 from pathlib import Path
@@ -19,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb")) + sorted((ROOT / "solutions").glob("*.ipynb"))
 
 
-@pytest.mark.parametrize("kind", sorted(precision.MANTISSA_BITS))
+@pytest.mark.parametrize("kind", ["bf16"])
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_holds_under_accelerator_matmul_precision(path, kind, monkeypatch):
     monkeypatch.setenv(precision.ENV_VAR, kind)

@@ -145,7 +145,7 @@ while True:
 def ch01(tmp_path_factory):
     """One batch of hostile ch01 submissions, graded by one `nbgrader autograde` run."""
     root = tmp_path_factory.mktemp("hostile")
-    course = Course(root, [CH01], cell_timeout_s=15, seed=SEED)
+    course = Course(root, [CH01], cell_timeout_s=6, seed=SEED)
     db = str(root / "gradebook.db")
     values = course.values[CH01]
     keys, reference, wrong = keys_for(CH01), reference_answers(CH01, values), _wrong_answers(CH01, values)
@@ -317,8 +317,8 @@ def test_without_a_sandbox_a_course_changed_during_a_run_is_refused(tmp_path, at
 
 @pytest.fixture(scope="module")
 def sleepy(tmp_path_factory):
-    """A submission that sleeps in every answer cell, under a 25 s notebook limit."""
-    course = Course(tmp_path_factory.mktemp("sleepy"), [CH01], cell_timeout_s=8, notebook_timeout_s=25)
+    """A submission that sleeps in every answer cell, under a 12 s notebook limit."""
+    course = Course(tmp_path_factory.mktemp("sleepy"), [CH01], cell_timeout_s=4, notebook_timeout_s=12)
     reference = reference_answers(CH01)
     course.submit(CH01, "sleeps", {g: src + "\nimport time\ntime.sleep(59)" for g, src in reference.items()})
     start = time.perf_counter()
@@ -329,7 +329,7 @@ def sleepy(tmp_path_factory):
 def test_a_sleeping_submission_is_bounded_as_a_whole(sleepy):
     course, done, seconds = sleepy
     assert done.returncode == 0, done.stderr[-2000:]
-    assert seconds < 25 + 30, f"one notebook took {seconds:.0f} s against a 25 s limit"
+    assert seconds < 12 + 30, f"one notebook took {seconds:.0f} s against a 12 s limit"
     scores = course.scores(CH01)["sleeps"]
     assert sum(s for s, _ in scores.values()) < sum(t for _, t in scores.values()), "cells past the limit are not run"
 
