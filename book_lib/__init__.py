@@ -7,11 +7,13 @@ the first time it is used. The layers, lowest first:
 
 * specs and checks: `hardware` (every chip, with sources), `checks` (argument validation);
 * pure cost models, no JAX: `roofline`, `topology`, `collectives`, `sharding`, `transformer`,
-  `inference` (decode and prefill times), `systolic` (a NumPy simulation),
+  `inference` (decode and prefill times), `layout` (HLO array types: tiling padding, memory spaces),
+  `systolic` (a NumPy simulation),
   `speculative` (speculative sampling's acceptance rules, in NumPy), `training` (parallelism bounds,
   step time, memory and a planner; `python -m book_lib plan ...` runs it from a shell);
 * JAX: `devices` (the setup cell's device choice), `ring`, `attention` and `decode` (demos), `hlo` (compiled
-  programs), `bench` (timing), `precision` (accelerator matmul rounding on a CPU);
+  programs), `bench` (timing), `profile` (a program's trace, HLO ops and memory), `precision` (accelerator
+  matmul rounding on a CPU);
 * figures: `plots` (matplotlib).
 """
 
@@ -29,8 +31,10 @@ __all__ = [
     "hardware",
     "hlo",
     "inference",
+    "layout",
     "plots",
     "precision",
+    "profile",
     "ring",
     "roofline",
     "sharding",

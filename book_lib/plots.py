@@ -49,6 +49,7 @@ __all__ = [
     "transformer_layer_diagram",
     "math_over_comms_vs_batch",
     "comms_time_vs_batch",
+    "op_timeline",
 ]
 
 _PALETTE = tuple(plt.get_cmap("tab10").colors) + ((0.0, 0.0, 0.0),)  # type: ignore[attr-defined]
@@ -564,6 +565,48 @@ def comms_time_vs_batch(
     ax.set_xlabel("batch B (tokens per step)")
     ax.set_ylabel("time per step (s)")
     ax.legend(loc="upper left", fontsize=8)
+    return fig, ax
+
+
+@_styled
+def op_timeline(events: Sequence[Any], *, n_named: int = 5, ax: Axes | None = None) -> tuple[Figure, Axes]:
+    """A trace as a timeline: one row per device (or thread), one bar per XLA op execution.
+
+    The `n_named` compute ops with the longest total time get a colour and a legend entry each,
+    the other compute ops are grey, and every communication op is red: the Trace Viewer's
+    "XLA Ops" rows, drawn from `book_lib.profile.OpEvent`s.
+    Book: Part 9 (How to Profile TPU Programs), "Trace Viewer".
+
+    Args:
+        events: objects with `name`, `category`, `start_s`, `duration_s` (s) and `lane`.
+        n_named: compute ops to name in the legend (count >= 0).
+    """
+    checks.count("n_named", n_named, minimum=0)
+    if not events:
+        raise ValueError("events=(): nothing to draw; allowed: the events of a profile.capture")
+    totals: dict[str, float] = {}
+    for e in events:
+        if e.category != "communication":
+            totals[e.name] = totals.get(e.name, 0.0) + e.duration_s
+    colors = [c for i, c in enumerate(_PALETTE) if i != 3]  # tab10's red is kept for communication
+    named = {n: colors[i % len(colors)] for i, n in enumerate(sorted(totals, key=lambda n: -totals[n])[:n_named])}
+    lanes = sorted({e.lane for e in events}, key=lambda lane: (len(lane), lane))
+    fig, ax = _new_axes(ax)
+    for e in events:
+        comm = e.category == "communication"
+        color = (0.84, 0.15, 0.16) if comm else named.get(e.name, (0.75, 0.75, 0.75))
+        ax.broken_barh([(e.start_s, e.duration_s)], (lanes.index(e.lane) - 0.4, 0.8), color=color, lw=0)
+    handles = [mpl.patches.Patch(color=c, label=n) for n, c in named.items()]
+    if any(e.category == "communication" for e in events):
+        handles.append(mpl.patches.Patch(color=(0.84, 0.15, 0.16), label="communication"))
+    handles.append(mpl.patches.Patch(color=(0.75, 0.75, 0.75), label="other compute"))
+    ax.set_yticks(range(len(lanes)), lanes)
+    ax.invert_yaxis()
+    ax.xaxis.set_major_formatter(EngFormatter(unit="s"))
+    ax.set_xlabel("time since the first traced op (s)")
+    ax.set_ylabel("device or thread")
+    ax.grid(axis="y", visible=False)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     return fig, ax
 
 

@@ -22,6 +22,7 @@ PURE = (
     "inference",
     "systolic",
     "speculative",
+    "layout",
 )
 
 

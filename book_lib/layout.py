@@ -1,0 +1,183 @@
+"""How an XLA array sits in memory: its element size, its tiling's padding, and its memory space.
+
+An HLO array type reads `dtype[dims]{minor_to_major:T(tile)...S(space)}`, for example
+`bf16[8,1024,2048]{2,1,0:T(8,128)(2,1)S(1)}`:
+
+* `dtype[dims]`: the element type (`bf16` is 2 bytes) and the logical shape;
+* `2,1,0`: the order of the dims in memory, from the fastest-varying (minor) to the slowest;
+* `T(8,128)`: the outer tile, which covers the most minor dims; every tiled dim is padded up to a
+  whole number of tiles. Inner tiles such as `(2,1)` (two bf16 values packed into 4 bytes)
+  divide the outer one and add no padding, so only the outer tile is kept here;
+* `S(1)`: the memory space, VMEM; `S(0)`, usually left out, is HBM. The text names no other.
+
+Pure Python: no JAX import. Book: Part 9 (How to Profile TPU Programs), "How to Read an XLA Op".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from book_lib import checks
+
+__all__ = [
+    "DTYPE_BYTES",
+    "MEMORY_SPACES",
+    "OTHER_SPACE",
+    "padded_shape",
+    "padding_expansion",
+    "memory_space",
+    "HloArray",
+    "parse_array",
+]
+
+# Bytes per element of the HLO element types (pred is stored as one byte).
+DTYPE_BYTES = {
+    "pred": 1,
+    "s8": 1,
+    "u8": 1,
+    "s16": 2,
+    "u16": 2,
+    "f16": 2,
+    "bf16": 2,
+    "s32": 4,
+    "u32": 4,
+    "f32": 4,
+    "s64": 8,
+    "u64": 8,
+    "f64": 8,
+}
+# What the text calls each memory-space code; S(2), S(3) and above are "other memory spaces".
+MEMORY_SPACES = {0: "HBM", 1: "VMEM"}
+OTHER_SPACE = "another memory space"
+
+_ARRAY = re.compile(r"^\s*(?P<dtype>\w+)\[(?P<dims>[\d,\s]*)\](?:\{(?P<layout>[^}]*)\})?\s*$")
+
+
+def _dims(arg: str, values: Sequence[int], minimum: int) -> tuple[int, ...]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise ValueError(f"{arg}={values!r}: not a sequence of dims; allowed: a tuple of ints >= {minimum}")
+    return tuple(checks.count(arg, v, minimum=minimum) for v in values)
+
+
+def padded_shape(shape: Sequence[int], tile: Sequence[int]) -> tuple[int, ...]:
+    """The shape an array occupies once its most minor dims are cut into whole tiles (elements).
+
+    The tile covers the last len(tile) dims of `shape` (given in memory order, major to minor);
+    each of those rounds up to a multiple of its tile side: padded_i = ceil(n_i / t_i) * t_i.
+    An f32[3, 5] in T(2,2) tiles occupies [4, 6]. Book: Part 9, "How to Read an XLA Op".
+
+    Args:
+        shape: the array's dims (counts >= 0), major to minor.
+        tile: the tile's sides (counts >= 1), at most len(shape) of them.
+
+    Raises:
+        ValueError: a negative or fractional dim, a tile side below 1, or a tile with more dims than the shape.
+    """
+    dims, sides = _dims("shape", shape, 0), _dims("tile", tile, 1)
+    if len(sides) > len(dims):
+        raise ValueError(f"tile={tuple(tile)!r}: more dims than shape {dims!r}; allowed: len(tile) <= len(shape)")
+    head = dims[: len(dims) - len(sides)]
+    tail = dims[len(head) :]
+    return head + tuple(math.ceil(n / t) * t for n, t in zip(tail, sides, strict=True))
+
+
+def padding_expansion(shape: Sequence[int], tile: Sequence[int]) -> float:
+    """How many times its logical size an array takes in memory once tiled (dimensionless, >= 1).
+
+    expansion = prod(padded_shape(shape, tile)) / prod(shape): 24 / 15 = 1.6 for an f32[3, 5] in
+    T(2,2) tiles. Book: Part 9, "How to Read an XLA Op".
+
+    Raises:
+        ValueError: as `padded_shape`, or an empty array (a dim of 0), whose expansion is undefined.
+    """
+    padded = padded_shape(shape, tile)
+    size = math.prod(_dims("shape", shape, 0))
+    if size == 0:
+        raise ValueError(f"shape={tuple(shape)!r}: an empty array; allowed: dims >= 1")
+    return math.prod(padded) / size
+
+
+def memory_space(code: int) -> str:
+    """The memory an `S(code)` annotation names: "HBM" (0, or no annotation), "VMEM" (1), else `OTHER_SPACE`.
+
+    Book: Part 9, "How to Read an XLA Op" (S(1) is VMEM, S(0) HBM, S(2) and S(3) other spaces).
+
+    Raises:
+        ValueError: a negative or fractional code.
+    """
+    return MEMORY_SPACES.get(checks.count("code", code, minimum=0), OTHER_SPACE)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HloArray:
+    """One HLO array type, as `parse_array` reads it.
+
+    Attributes:
+        dtype: the element type (`bf16`, `f32`), a key of `DTYPE_BYTES`.
+        shape: the logical dims (elements).
+        minor_to_major: the layout's dim order, minor first; () when the text gives none.
+        tile: the outer tile's sides (elements); () for an untiled array.
+        space: the memory-space code (0 for HBM when the text gives none).
+    """
+
+    dtype: str
+    shape: tuple[int, ...]
+    minor_to_major: tuple[int, ...] = ()
+    tile: tuple[int, ...] = ()
+    space: int = 0
+
+    @property
+    def memory_shape(self) -> tuple[int, ...]:
+        """The dims in memory order, major to minor (the logical order when no layout is given)."""
+        order = self.minor_to_major or tuple(reversed(range(len(self.shape))))
+        return tuple(self.shape[i] for i in reversed(order))
+
+    @property
+    def bytes(self) -> int:
+        """Bytes of the values themselves: prod(shape) * DTYPE_BYTES[dtype]."""
+        return math.prod(self.shape) * DTYPE_BYTES[self.dtype]
+
+    @property
+    def padded_bytes(self) -> int:
+        """Bytes the array occupies, tiles included: prod(padded memory shape) * DTYPE_BYTES[dtype]."""
+        return math.prod(padded_shape(self.memory_shape, self.tile)) * DTYPE_BYTES[self.dtype]
+
+    @property
+    def memory(self) -> str:
+        """Where it lives: `memory_space(space)`."""
+        return memory_space(self.space)
+
+
+def _layout(text: str, layout: str, rank: int) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    """(minor_to_major, outer tile, memory-space code) of a layout such as `2,1,0:T(8,128)(2,1)S(1)`."""
+    order_text, _, rest = layout.partition(":")
+    order = tuple(int(d) for d in order_text.split(",") if d.strip())
+    if order and sorted(order) != list(range(rank)):
+        raise ValueError(f"text={text!r}: layout {order} is not a permutation of {rank} dims; allowed: e.g. {{1,0}}")
+    tiles = re.findall(r"T\(([\d,]+)\)", rest)
+    space = re.search(r"S\((\d+)\)", rest)
+    tile = tuple(int(t) for t in tiles[0].split(",")) if tiles else ()
+    return order, tile, int(space.group(1)) if space else 0
+
+
+def parse_array(text: str) -> HloArray:
+    """Read one HLO array type, `f32[3,5]{1,0:T(2,2)}` or `bf16[8,1024,2048]{2,1,0:T(8,128)(2,1)S(1)}`.
+
+    Book: Part 9 (How to Profile TPU Programs), "How to Read an XLA Op".
+
+    Raises:
+        ValueError: text that is not one array type, an unknown dtype, a layout that is not a
+            permutation of the dims, or a tile with more dims than the array.
+    """
+    match = _ARRAY.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise ValueError(f"text={text!r}: not an HLO array type; allowed: e.g. 'f32[3,5]{{1,0:T(2,2)}}'")
+    dtype = checks.one_of("dtype", match["dtype"], DTYPE_BYTES)
+    shape = tuple(int(d) for d in match["dims"].split(",") if d.strip())
+    order, tile, space = _layout(text, match["layout"] or "", len(shape))
+    array = HloArray(dtype=dtype, shape=shape, minor_to_major=order, tile=tile, space=space)
+    padded_shape(array.memory_shape, array.tile)  # refuses a tile with more dims than the array
+    return array
