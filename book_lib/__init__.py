@@ -13,7 +13,8 @@ the first time it is used. The layers, lowest first:
   step time, memory and a planner; `python -m book_lib plan ...` runs it from a shell);
 * JAX: `devices` (the setup cell's device choice), `ring`, `attention` and `decode` (demos), `hlo` (compiled
   programs), `bench` (timing), `profile` (a program's trace, HLO ops and memory), `precision` (accelerator
-  matmul rounding on a CPU);
+  matmul rounding on a CPU), `kernels` (Pallas matmul and flash attention), `collective_matmul`
+  (matmuls that overlap a ring of `ppermute`s);
 * figures: `plots` (matplotlib).
 """
 
@@ -25,12 +26,14 @@ __all__ = [
     "attention",
     "bench",
     "checks",
+    "collective_matmul",
     "collectives",
     "decode",
     "devices",
     "hardware",
     "hlo",
     "inference",
+    "kernels",
     "layout",
     "plots",
     "precision",

@@ -17,7 +17,18 @@ if TYPE_CHECKING:
     import jax
     from jax.typing import DTypeLike
 
-__all__ = ["Timing", "time_jitted", "Peaks", "measure_peaks", "time_matmul", "time_add", "time_collectives"]
+__all__ = [
+    "Timing",
+    "time_jitted",
+    "Peaks",
+    "measure_peaks",
+    "time_matmul",
+    "time_add",
+    "time_collectives",
+    "Comparison",
+    "compare_kernels",
+    "compare_collective_matmuls",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -205,3 +216,85 @@ def time_collectives(
         body = jax.shard_map(_lax_collective(op, axis_name), mesh=mesh, in_specs=spec, out_specs=out, check_vma=False)
         timings[op] = time_jitted(jax.jit(body), x, n_runs=n_runs)
     return timings
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Comparison:
+    """Two programs that compute the same thing, timed in the same run.
+
+    Attributes:
+        name: what was compared (with its sizes).
+        candidate_s: median time of the program under test (s).
+        baseline_s: median time of the reference program (s).
+    """
+
+    name: str
+    candidate_s: float
+    baseline_s: float
+
+    @property
+    def speed_ratio(self) -> float:
+        """baseline_s / candidate_s: above 1 the candidate is faster (0.9 = 90 % of the baseline's speed)."""
+        return self.baseline_s / self.candidate_s
+
+
+def compare_kernels(sizes: tuple[int, ...], dtype: DTypeLike, *, n_runs: int = 5) -> list[Comparison]:
+    """`kernels.matmul` against `jnp.dot` for square n x n x n matmuls on `devices.single_device()`.
+
+    speed_ratio = t(jnp.dot) / t(kernels.matmul), each the median of `n_runs` (`time_jitted`). Where
+    `kernels.backend().interpret` is True the kernel is interpreted and the ratio says nothing of
+    Pallas. Book: Part 10 (Programming TPUs in JAX).
+
+    Raises:
+        ValueError: a size that is not a count, or no runs.
+    """
+    import jax.numpy as jnp
+
+    from book_lib import devices, kernels
+
+    checks.count("n_runs", n_runs)
+    device = devices.single_device()
+    rows = []
+    for n in sizes:
+        checks.count("n", n)
+        x, y = _random((n, n), dtype, 7, device), _random((n, n), dtype, 8, device)
+        pallas = time_jitted(kernels.matmul, x, y, n_runs=n_runs)
+        xla = time_jitted(jnp.dot, x, y, n_runs=n_runs)
+        rows.append(
+            Comparison(name=f"matmul {n}x{n}x{n} {x.dtype}", candidate_s=pallas.median_s, baseline_s=xla.median_s)
+        )
+    return rows
+
+
+def compare_collective_matmuls(B: int, D: int, F: int, dtype: DTypeLike, *, n_runs: int = 5) -> list[Comparison]:
+    """The collective matmuls against their blocking versions on a 1-D mesh of `devices.n_devices()`.
+
+    A[B, D_Y] @ W[D, F_Y] (`allgather_matmul`) and Tmp[B, D_Y] @ W2[D_Y, F] (`matmul_reducescatter`);
+    speed_ratio = t(blocking) / t(collective), medians of `n_runs`. Book: Part 10, "Collective matmul".
+
+    Raises:
+        ValueError: sizes that are not counts or do not split over the mesh, or no runs.
+    """
+    import jax
+
+    from book_lib import collective_matmul as cm
+    from book_lib import devices
+
+    checks.count("n_runs", n_runs)
+    for name, size in (("B", B), ("D", D), ("F", F)):
+        checks.count(name, size)
+    mesh = devices.make_mesh((devices.n_devices(),), ("Y",))
+    first = devices.mesh_devices()[0]
+    pairs = (
+        ("allgather", cm.allgather_matmul, cm.allgather_matmul_blocking, (jax.P(None, "Y"), jax.P(None, "Y"))),
+        ("reducescatter", cm.matmul_reducescatter, cm.matmul_reducescatter_blocking, (jax.P(None, "Y"), jax.P("Y"))),
+    )
+    rows = []
+    for name, ring, blocking, specs in pairs:
+        a = jax.device_put(_random((B, D), dtype, 9, first), jax.NamedSharding(mesh, specs[0]))
+        w = jax.device_put(_random((D, F), dtype, 10, first), jax.NamedSharding(mesh, specs[1]))
+        fast = time_jitted(lambda x, y, f=ring: f(x, y, mesh=mesh), a, w, n_runs=n_runs)
+        slow = time_jitted(lambda x, y, f=blocking: f(x, y, mesh=mesh), a, w, n_runs=n_runs)
+        label = f"{name} collective matmul {B}x{D}x{F} on {devices.n_devices()} devices"
+        rows.append(Comparison(name=label, candidate_s=fast.median_s, baseline_s=slow.median_s))
+    return rows

@@ -84,6 +84,8 @@ class Chip:
         clock_hz: clock rate (Hz) where the text states one; `systolic.implied_clock_hz` derives it
             for any TPU from the peak, and a test checks the two agree.
         cuda_cores_per_sm: FP32 CUDA cores per streaming multiprocessor (GPU), None for TPUs.
+        shared_memory_bytes_per_sm: shared memory (with L1) one SM can give its thread blocks (bytes, GPU),
+            None for TPUs; a Pallas (Triton) kernel's tiles are staged there.
         devices_per_chip: JAX devices one chip shows as (count): 2 on TPU v2, v3 and 7x, whose
             TensorCores (7x: chiplets) are separate devices, each with its own half of the HBM.
         device_kinds: regular expressions; a lowercased `jax.Device.device_kind` that matches one
@@ -113,6 +115,7 @@ class Chip:
     vpu_alus_per_lane: int | None = None
     clock_hz: float | None = None
     cuda_cores_per_sm: int | None = None
+    shared_memory_bytes_per_sm: int | None = None
     devices_per_chip: int = 1
     device_kinds: tuple[str, ...] = ()
     source: str
@@ -145,7 +148,15 @@ class Chip:
             shape = getattr(self, attr)
             if not shape or any(int(s) != s or s < 1 for s in shape):
                 raise ValueError(f"{attr}={shape!r}: not a shape for chip {self.name!r}; allowed: positive ints")
-        optional = ("mxu_size", "mxus_per_core", "vregs_per_core", "vpu_alus_per_lane", "clock_hz", "cuda_cores_per_sm")
+        optional = (
+            "mxu_size",
+            "mxus_per_core",
+            "vregs_per_core",
+            "vpu_alus_per_lane",
+            "clock_hz",
+            "cuda_cores_per_sm",
+            "shared_memory_bytes_per_sm",
+        )
         for attr in optional:
             value = getattr(self, attr)
             if value is not None and not value > 0:
@@ -399,6 +410,7 @@ _ALL = (
         ici_links=12,
         cores_per_chip=108,
         cuda_cores_per_sm=64,  # 6,912 FP32 CUDA cores on 108 SMs
+        shared_memory_bytes_per_sm=164 * 1024,  # Ampere tuning guide: up to 164 KB per SM
         host_shape=(8,),
         pod_shape=(8,),
         pcie_bytes_per_s=3.2e10,  # PCIe gen4 x16, one direction
@@ -406,7 +418,8 @@ _ALL = (
         device_kinds=(r"nvidia a100-sxm4?-80gb",),
         source=(
             "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
-            "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf (SXM 80GB)"
+            "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf (SXM 80GB); "
+            "https://docs.nvidia.com/cuda/ampere-tuning-guide/ (shared memory per SM)"
         ),
     ),
     _gpu(
@@ -422,6 +435,7 @@ _ALL = (
         # and would put the FP32 rate 8x above the 67 TFLOP/s NVIDIA quotes (erratum, flagged in chapter 2).
         cores_per_chip=132,
         cuda_cores_per_sm=128,
+        shared_memory_bytes_per_sm=228 * 1024,  # Hopper tuning guide: up to 228 KB per SM
         host_shape=(8,),
         pod_shape=(8,),
         pcie_bytes_per_s=6.4e10,  # PCIe gen5 x16, one direction
@@ -429,7 +443,8 @@ _ALL = (
         device_kinds=(r"nvidia h100( 80gb hbm3|-sxm5?-80gb)?",),
         source=(
             "https://www.nvidia.com/en-us/data-center/h100/ (SXM); "
-            "https://developer.nvidia.com/blog/nvidia-hopper-architecture-in-depth/ (SMs, CUDA cores per SM)"
+            "https://developer.nvidia.com/blog/nvidia-hopper-architecture-in-depth/ (SMs, CUDA cores per SM); "
+            "https://docs.nvidia.com/cuda/hopper-tuning-guide/ (shared memory per SM)"
         ),
     ),
     _gpu(
@@ -442,6 +457,7 @@ _ALL = (
         ici_links=18,
         cores_per_chip=132,
         cuda_cores_per_sm=128,  # same GH100 SM as the H100
+        shared_memory_bytes_per_sm=228 * 1024,  # same SM as the H100
         host_shape=(8,),
         pod_shape=(8,),
         pcie_bytes_per_s=6.4e10,
@@ -458,12 +474,16 @@ _ALL = (
         ici_bytes_per_s=5.0e10,  # NVLink 5: 1.8 TB/s bidirectional over 18 links
         ici_links=18,
         cores_per_chip=148,
+        shared_memory_bytes_per_sm=228 * 1024,  # Blackwell tuning guide: up to 228 KB per SM
         host_shape=(8,),
         pod_shape=(8,),
         pcie_bytes_per_s=6.4e10,
         dcn_bytes_per_s=5.0e10,
         device_kinds=(r"nvidia b200( .*)?",),
-        source="https://www.nvidia.com/en-us/data-center/hgx/ (HGX B200, per GPU)",
+        source=(
+            "https://www.nvidia.com/en-us/data-center/hgx/ (HGX B200, per GPU); "
+            "https://docs.nvidia.com/cuda/blackwell-tuning-guide/ (shared memory per SM)"
+        ),
     ),
 )
 

@@ -1,0 +1,122 @@
+"""book_lib.kernels: the Pallas matmul and flash attention equal jnp, in both kernel forms; block sizes."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from book_lib import attention, hardware, kernels, roofline
+
+pytestmark = pytest.mark.usefixtures("eight_devices")
+
+
+def _normal(seed, shape, dtype=jnp.float32):
+    return jax.random.normal(jax.random.key(seed), shape, dtype=dtype)
+
+
+def _close(out, ref, dtype, k):
+    r = kernels.tolerance(dtype, k)
+    ref = np.asarray(ref, np.float32)
+    np.testing.assert_allclose(np.asarray(out, np.float32), ref, rtol=r, atol=r * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("style", ["grid", "loop"])
+def test_matmul_equals_jnp_in_both_forms(style):
+    x, y = _normal(0, (256, 384)), _normal(1, (384, 256))
+    with jax.default_matmul_precision("highest"):
+        out = kernels._pallas_matmul(x, y, 128, 128, 128, style, True)
+        _close(out, x @ y, "float32", 384)
+
+
+def test_matmul_public_api_bf16_and_a_wrong_kernel_fails():
+    x, y = _normal(2, (256, 256), jnp.bfloat16), _normal(3, (256, 256), jnp.bfloat16)
+    out = kernels.matmul(x, y, block_m=128, block_n=128, block_k=128)
+    assert out.dtype == jnp.bfloat16 and out.shape == (256, 256)
+    _close(out, jnp.dot(x, y, preferred_element_type=jnp.float32), "bf16", 256)
+    # blocks given for a size no aligned tile divides (200 = 25 x 8): no derivation needed
+    odd = kernels.matmul(x[:200, :], y, block_m=8, block_n=128, block_k=256)
+    _close(odd, jnp.dot(x[:200], y, preferred_element_type=jnp.float32), "bf16", 256)
+    # one contraction block dropped is far outside the tolerance
+    with pytest.raises(AssertionError):
+        _close(out, jnp.dot(x[:, :128], y[:128], preferred_element_type=jnp.float32), "bf16", 256)
+
+
+@pytest.mark.parametrize(("style", "causal"), [("grid", False), ("grid", True), ("loop", True)])
+def test_flash_attention_equals_naive(style, causal):
+    q, k, v = _normal(4, (128, 64)), _normal(5, (256, 64)), _normal(6, (256, 64))
+    with jax.default_matmul_precision("highest"):
+        out = kernels._pallas_flash(q, k, v, 64, 64, causal, style, True)
+        ref = attention.naive_attention(q, k, v, causal=causal)
+        _close(out, ref, "float32", 256)
+        if causal:  # the mask matters: the non-causal answer is far off
+            with pytest.raises(AssertionError):
+                _close(out, attention.naive_attention(q, k, v), "float32", 256)
+
+
+def test_flash_attention_public_api_under_vmap():
+    qkv = _normal(7, (2, 128, 64))  # two heads, self-attention
+
+    def kernel(x):
+        return kernels.flash_attention(x, x, x, causal=True)
+
+    def naive(x):
+        return attention.naive_attention(x, x, x, causal=True)
+
+    with jax.default_matmul_precision("highest"):
+        _close(jax.vmap(kernel)(qkv), jax.vmap(naive)(qkv), "float32", 128)
+
+
+def test_backend_says_interpreted_on_cpu():
+    how = kernels.backend()
+    assert how.platform != "cpu" or (how.interpret and "interpret=True" in how.describe())
+
+
+def test_block_sizes_follow_the_chip():
+    v5e = kernels.block_sizes("v5e", 4096, 4096, 4096, "bf16")
+    assert (v5e.block_m, v5e.block_n, v5e.block_k) == (512, 512, 512)  # 4 x the 128 MXU, 4 MiB of 128 MiB
+    assert v5e.footprint_bytes == 2 * (2 * 512 * 512) * 2 + 2 * 512 * 512 * 2 + 4 * 512 * 512
+    assert v5e.intensity_flops_per_byte == roofline.matmul_cost(512, 4096, 512).intensity
+    assert v5e.critical_flops_per_byte == roofline.critical_intensity("v5e")
+    v6e = kernels.block_sizes("v6e", 4096, 4096, 4096, "bf16")
+    # a 256 MXU allows 1024 sides; no published VMEM, so the 16 MiB floor halves one of them
+    assert (v6e.block_m, v6e.block_n, v6e.budget_bytes) == (1024, 512, kernels.SCOPED_VMEM_BYTES)
+    assert v5e.compute_bound is False and v6e.compute_bound is False  # 241 < 243 and 315 < 575 FLOPs/byte
+    h100 = kernels.block_sizes("h100", 4096, 4096, 4096, "bf16")
+    smem = hardware.get_chip("h100").shared_memory_bytes_per_sm
+    assert (h100.block_m, h100.block_n) == (128, 128) and h100.footprint_bytes <= smem // 2
+    assert kernels.block_sizes(None, 64, 256, 384).block_m == 64  # a small size is one tile
+    assert kernels.block_sizes(None, 256, 256, 384).block_k == 128  # 384 = 3 x 128: only 128 divides
+
+
+def test_tolerance_formula():
+    assert kernels.tolerance("bf16", 1) == pytest.approx(2**-7 + 2 * 2**-23)
+    assert kernels.tolerance("float32", 256) == pytest.approx(2**-23 + 2 * 2**-23 * 16)
+
+
+BAD = [
+    (lambda: kernels.block_sizes("v9", 128, 128, 128), r"^chip='v9'"),
+    (lambda: kernels.block_sizes("v5e", 128, 128, 128, "fp8"), r"^dtype='fp8'"),
+    (lambda: kernels.block_sizes("v5e", 0, 128, 128), r"^m=0: not a count"),
+    (lambda: kernels.block_sizes("v5e", 200, 128, 128), r"^m=200: no tile side"),
+    (lambda: kernels.tolerance("f32", 0), r"^k=0"),
+    (lambda: kernels.matmul(jnp.ones((256, 256)), jnp.ones((256, 256)), block_k=100), r"^block_k=100: does not divide"),
+    (lambda: kernels.matmul(jnp.ones((256, 256)), jnp.ones((256, 256)), block_m=0), r"^block_m=0: not a count"),
+    (lambda: kernels.matmul(jnp.ones((256,)), jnp.ones((256, 256))), r"^x.shape=\(256,\)"),
+    (lambda: kernels.matmul(jnp.ones((8, 256)), jnp.ones((128, 8))), r"^y.shape=\(128, 8\)"),
+    (lambda: kernels.matmul(jnp.ones((8, 8), jnp.int32), jnp.ones((8, 8), jnp.int32)), r"^x.dtype=int32"),
+    (lambda: kernels.flash_attention(jnp.ones((8, 4)), jnp.ones((8, 5)), jnp.ones((8, 4))), r"^k.shape=\(8, 5\)"),
+    (
+        lambda: kernels.flash_attention(jnp.ones((16, 4)), jnp.ones((8, 4)), jnp.ones((8, 4)), causal=True),
+        r"^causal=True: 8 keys",
+    ),  # fmt: skip
+    (
+        lambda: kernels.flash_attention(jnp.ones((16, 4)), jnp.ones((16, 4)), jnp.ones((16, 4)), block_q=5),
+        r"^block_q=5: does not divide",
+    ),  # fmt: skip
+]
+
+
+@pytest.mark.parametrize(("call", "start"), BAD, ids=[f"bad{i}" for i in range(len(BAD))])
+def test_bad_input_raises_a_value_error_naming_the_argument(call, start):
+    with pytest.raises(ValueError, match=start):
+        call()
