@@ -5,6 +5,7 @@ Book: Part 9 (Profiling), "How to Read an XLA Op"; Part 3 for the collectives th
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -16,12 +17,25 @@ if TYPE_CHECKING:
 
     import jax
 
-__all__ = ["COLLECTIVES", "collective_counts", "op_lines", "hlo_text", "compile_on_cpu", "Cost", "cost"]
+__all__ = [
+    "COLLECTIVES",
+    "collective_counts",
+    "collective_elements",
+    "permute_traffic",
+    "op_lines",
+    "hlo_text",
+    "compile_on_cpu",
+    "Cost",
+    "cost",
+]
 
 COLLECTIVES = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
 
 # The op of one instruction: "%name = type op(" or "%name = type op-start(" ("-done" is not matched).
-_OP = re.compile(r"=\s*[^=]*?\b(" + "|".join(COLLECTIVES) + r")(?:-start)?\(")
+_OP = re.compile(r"=\s*([^=]*?)\b(" + "|".join(COLLECTIVES) + r")(?:-start)?\(")
+# One array in a result type: "f32[4,16]{1,0}" -> "4,16"; a scalar "u32[]" -> "".
+_ARRAY = re.compile(r"\b[a-z]+\d*\[([\d,]*)\]")
+_PAIRS = re.compile(r"source_target_pairs=\{((?:\{\d+,\d+\},?)*)\}")
 
 
 def hlo_text(compiled: jax.stages.Compiled | str) -> str:
@@ -44,8 +58,60 @@ def collective_counts(compiled: jax.stages.Compiled | str) -> dict[str, int]:
     for line in hlo_text(compiled).splitlines():
         match = _OP.search(line)
         if match:
-            counts[match.group(1)] += 1
+            counts[match.group(2)] += 1
     return counts
+
+
+def collective_elements(compiled: jax.stages.Compiled | str) -> list[tuple[str, int]]:
+    """Each collective of a compiled program with the values in the largest array it produces.
+
+    One `(op, values)` per collective that `collective_counts` counts, in program order: `values`
+    is the product of the dims of the largest array in the instruction's result type (a `-start`
+    result is a tuple of the operand, the result and scalars, so its largest array counts). A
+    program that moves data in small pieces shows only small numbers here; one that gathers or
+    sums a whole operand at once shows that operand's size.
+
+    Args:
+        compiled: a `jax.stages.Compiled` or its `as_text()`.
+    """
+    found = []
+    for line in hlo_text(compiled).splitlines():
+        match = _OP.search(line)
+        if match:
+            sizes = [_values(dims) for dims in _ARRAY.findall(match.group(1))]
+            found.append((match.group(2), max(sizes, default=0)))
+    return found
+
+
+def _values(dims: str) -> int:
+    """The values of an array written "4,16" (a scalar, "", holds one)."""
+    return math.prod(int(d) for d in dims.split(",") if d)
+
+
+def permute_traffic(compiled: jax.stages.Compiled | str, n_devices: int) -> dict[int, int]:
+    """How many values the collective-permutes of a compiled program send along each ring shift.
+
+    A pair `{s,t}` of `source_target_pairs` sends from device s to device t: a shift of
+    `(t - s) mod n_devices`. Each collective-permute adds the values of its largest array (as
+    `collective_elements` counts them) to the shift of its pairs. A program that only passes to
+    the right neighbour gives `{1: ...}`; one that passes both ways round the ring has
+    `n_devices - 1` too. A permute inside a loop body is counted once, as it is written.
+
+    Args:
+        compiled: a `jax.stages.Compiled` or its `as_text()`.
+        n_devices: the length of the ring (the devices of the mesh axis), >= 1.
+    """
+    checks.count("n_devices", n_devices)
+    traffic: dict[int, int] = {}
+    for line in hlo_text(compiled).splitlines():
+        match = _OP.search(line)
+        pairs = _PAIRS.search(line)
+        if match and match.group(2) == "collective-permute" and pairs:
+            values = max((_values(dims) for dims in _ARRAY.findall(match.group(1))), default=0)
+            shifts = {(int(t) - int(s)) % n_devices for s, t in re.findall(r"\{(\d+),(\d+)\}", pairs.group(1))}
+            for shift in shifts:
+                traffic[shift] = traffic.get(shift, 0) + values
+    return traffic
 
 
 def op_lines(compiled: jax.stages.Compiled | str, ops: tuple[str, ...] = COLLECTIVES, *, width: int = 110) -> str:

@@ -27,6 +27,7 @@ import hashlib
 import math
 import os
 import random
+import re
 import secrets
 import shutil
 import subprocess
@@ -437,7 +438,7 @@ def _judge_jax(check: JaxCheck, name: str, spec: dict, record: dict) -> str | No
             return f"{name} returned no array"
         if out.shape != want.shape or not float(np.max(np.abs(out - want), initial=0.0)) <= bound:
             return f"{name}: wrong values for sizes {sizes}"
-        jaxpr = run.get("jaxpr", "")
+        jaxpr = re.sub(r"\x1b\[[0-9;]*m", "", str(run.get("jaxpr", "")))  # a kernel may print jaxprs in colour
         for primitive in check.needs_in_jaxpr:
             if primitive not in jaxpr:
                 return f"{name}: the traced program has no {primitive}"
@@ -445,6 +446,10 @@ def _judge_jax(check: JaxCheck, name: str, spec: dict, record: dict) -> str | No
             largest = max((math.prod(map(int, s.split(","))) for s in _shapes(jaxpr) if s), default=0)
             if largest >= check.max_elements(sizes):
                 return f"{name}: the program holds an array of {largest} values, as large as the full score matrix"
+        if check.kernel_blocks:
+            message = _judge_kernel(check, name, jaxpr)
+            if message:
+                return message
         if check.recorder == "sharded":
             message = _judge_sharded(check, name, sizes, want, run, bound, hlo)
             if message:
@@ -454,10 +459,23 @@ def _judge_jax(check: JaxCheck, name: str, spec: dict, record: dict) -> str | No
 
 def _shapes(text: str) -> list[str]:
     """Every array shape written in a jaxpr or HLO text (`f32[8,16]` -> "8,16"; `f32[8@X,16]` too)."""
-    import re
-
     shapes = re.findall(r"\b(?:f|bf|s|u|i|pred|c)\d*\[([\d,@\w()]*)\]", text)
     return [re.sub(r"@(?:\([^)]*\)|\w+)", "", s) for s in shapes]  # explicit sharding: global sizes
+
+
+def _judge_kernel(check: JaxCheck, name: str, jaxpr: str) -> str | None:
+    """A `pallas_call` whose kernel sees the asked blocks, and no matmul anywhere larger than an output block."""
+    if "pallas_call" not in jaxpr:
+        return f"{name}: the traced program has no pallas_call"
+    refs = {tuple(int(d) for d in s.split(",")) for s in re.findall(r"Ref[^{\s]*\{\w+\[([\d,]+)\]\}", jaxpr)}
+    missing = [b for b in check.kernel_blocks if tuple(b) not in refs]
+    if missing:
+        return f"{name}: the kernel does not work on blocks of shape {missing[0]}"
+    block = math.prod(check.kernel_blocks[-1])  # the output's block
+    for dims in re.findall(r":\w+\[([\d,]*)\] = dot_general", jaxpr):
+        if math.prod(int(d) for d in dims.split(",") if d) > block:
+            return f"{name}: a matmul outside the kernel's blocks produces an array of shape ({dims})"
+    return None
 
 
 def _judge_sharded(check, name, sizes, want, run, bound, hlo) -> str | None:
@@ -472,10 +490,22 @@ def _judge_sharded(check, name, sizes, want, run, bound, hlo) -> str | None:
         return f"{name}: not every device holds the whole result"
     if check.block is not None and tuple(shards[0].shape) != tuple(check.block(sizes, N_DEVICES)):
         return f"{name}: device 0 holds a block of shape {tuple(shards[0].shape)}, not the asked one"
-    counts = hlo.collective_counts(run.get("hlo", ""))
+    text = run.get("hlo", "")
+    counts = hlo.collective_counts(text)
     for op, (least, most) in check.collectives.items():
         if not least <= counts[op] <= most:
             return f"{name}: the compiled program has {counts[op]} {op}"
+    if check.max_collective_elements is not None:
+        limit = check.max_collective_elements(sizes, N_DEVICES)
+        for op, values in hlo.collective_elements(text):
+            if values > limit:
+                return f"{name}: one {op} moves an array of {values} values, more than the pieces the question asks for"
+    traffic = hlo.permute_traffic(text, N_DEVICES)
+    for shift in check.permute_shifts:
+        # each asked direction carries a real share of the data, not a token permute beside the rest
+        if traffic.get(shift % N_DEVICES, 0) * 4 < sum(traffic.values()):
+            side = "right (to device i + 1)" if shift > 0 else "left (to device i - 1)"
+            return f"{name}: the collective-permutes send less than a quarter of their data to the {side}"
     return None
 
 

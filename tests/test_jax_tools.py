@@ -184,6 +184,29 @@ def test_collective_counts_on_async_text():
     assert counts["all-gather"] == 1 and counts["reduce-scatter"] == 1 and counts["all-reduce"] == 0
 
 
+def test_collective_elements_and_permute_traffic_read_sizes_and_directions():
+    x = jnp.arange(64.0).reshape(64, 1)
+    summed = _compiled(lambda a: jax.lax.psum(a, "X"), P("X"), P(), x)
+    assert hlo.collective_elements(summed) == [("all-reduce", 8)], "one f32[8,1] block summed"
+    both = _compiled(
+        lambda a: (
+            jax.lax.ppermute(a, "X", [(i, (i + 1) % 8) for i in range(8)])
+            + jax.lax.ppermute(a, "X", [(i, (i - 1) % 8) for i in range(8)])
+        ),
+        P("X"),
+        P("X"),
+        x,
+    )
+    assert hlo.permute_traffic(both, 8) == {1: 8, 7: 8}, "one f32[8,1] block each way"
+    assert [op for op, _ in hlo.collective_elements(both)] == ["collective-permute"] * 2
+    assert hlo.permute_traffic(summed, 8) == {}
+    text = "%cp = (f32[4,2]{1,0}, f32[4,2]{1,0}, u32[]) collective-permute-start(%a), source_target_pairs={{0,3},{3,0}}"
+    assert hlo.collective_elements(text) == [("collective-permute", 8)]
+    assert hlo.permute_traffic(text, 4) == {3: 8, 1: 8}
+    with pytest.raises(ValueError, match="n_devices=0"):
+        hlo.permute_traffic(text, 0)
+
+
 def test_cost_normalises_cost_analysis():
     compiled = jax.jit(jnp.matmul).lower(jnp.ones((8, 16)), jnp.ones((16, 4))).compile()
     cost = hlo.cost(compiled)

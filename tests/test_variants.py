@@ -41,7 +41,8 @@ def test_a_seed_moves_every_value_answer_beyond_its_tolerance(assignment):
                 for name in text:
                     for a, b in zip(_flat(text[name]), _flat(ours[name]), strict=True):
                         assert abs(a - b) > 2 * key.tolerance * abs(a), (seed, gid, name, a, b)
-    assert len({json.dumps(variants.draw(s, assignment), sort_keys=True) for s in SEEDS}) > len(SEEDS) // 2
+    if any(key.params for key in keys.values()):  # code-only assignments draw their inputs at grading time
+        assert len({json.dumps(variants.draw(s, assignment), sort_keys=True) for s in SEEDS}) > len(SEEDS) // 2
 
 
 def _flat(v):

@@ -55,6 +55,12 @@ class JaxCheck:
         collectives: collective name -> (least, most) count in the compiled program, for n > 1.
         needs_in_jaxpr: primitives the traced program must contain (`"shard_map"`, `"psum"`).
         max_elements: (sizes) -> no array in the traced program may hold this many values or more.
+        max_collective_elements: (sizes, n_devices) -> no collective of the compiled program may
+            produce an array of more values than this (a program that moves data in pieces).
+        permute_shifts: ring shifts (+1 to the right, -1 to the left) along each of which the
+            compiled program's collective-permutes send at least a quarter of their values.
+        kernel_blocks: block shapes the traced program's `pallas_call` kernel must see as Refs, the
+            output's block last; no `dot_general` in the program may produce more values than it.
     """
 
     recorder: str
@@ -68,6 +74,9 @@ class JaxCheck:
     collectives: dict[str, tuple[int, int]] = field(default_factory=dict)
     needs_in_jaxpr: tuple[str, ...] = ()
     max_elements: Callable[..., int] | None = None
+    max_collective_elements: Callable[..., int] | None = None
+    permute_shifts: tuple[int, ...] = ()
+    kernel_blocks: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
