@@ -344,6 +344,39 @@ JAX_ATTACKS = {
             "    return jax.shard_map(gather, in_specs=jax.P('X'), out_specs=jax.P(), check_vma=False)(x)"
         ),
     },
+    "ch10_jax": {
+        "ch10_q4a_bidirectional_reducescatter": (
+            "def matmul_reducescatter_bidi(t, w2):\n"
+            "    # Q2's one-way ring, with a one-value permute to the left at each hop so both directions appear\n"
+            "    def local(t_cols, w2_rows):\n"
+            "        n, me = jax.lax.axis_size('X'), jax.lax.axis_index('X')\n"
+            "        d = w2_rows.shape[1] // n\n"
+            "        acc = jnp.zeros((t_cols.shape[0], d), t_cols.dtype)\n"
+            "        for step in range(n):\n"
+            "            cols = jax.lax.dynamic_slice_in_dim(w2_rows, ((me - 1 - step) % n) * d, d, axis=1)\n"
+            "            acc = acc + t_cols @ cols\n"
+            "            if step < n - 1:\n"
+            "                token = jax.lax.ppermute(acc[:1, :1], 'X', [(i, (i - 1) % n) for i in range(n)])\n"
+            "                acc = jax.lax.ppermute(acc, 'X', [(i, (i + 1) % n) for i in range(n)]) + 0.0 * token\n"
+            "        return acc\n"
+            "    specs = (jax.P(None, 'X'), jax.P('X', None))\n"
+            "    return jax.shard_map(local, in_specs=specs, out_specs=jax.P(None, 'X'))(t, w2)"
+        ),
+        "ch10_q5_pallas_matmul": (
+            "def tiled_matmul(x, y):\n"
+            "    # a tiled Pallas copy with the asked blocks, and the product itself left to XLA\n"
+            "    def kernel(x_ref, y_ref, o_ref):\n"
+            "        o_ref[...] = x_ref[...][:, :BLOCK_N] + 0.0 * y_ref[:BLOCK_M, :]\n"
+            "    grid = (x.shape[0] // BLOCK_M, 1, 1)\n"
+            "    specs = [pl.BlockSpec((BLOCK_M, BLOCK_K), lambda i, j, s: (i, s)),\n"
+            "             pl.BlockSpec((BLOCK_K, BLOCK_N), lambda i, j, s: (s, j))]\n"
+            "    out = pl.BlockSpec((BLOCK_M, BLOCK_N), lambda i, j, s: (i, j))\n"
+            "    shape = jax.ShapeDtypeStruct((x.shape[0], BLOCK_N), x.dtype)\n"
+            "    copied = pl.pallas_call(kernel, grid=grid, in_specs=specs, out_specs=out, out_shape=shape,\n"
+            "                            interpret=kernels.backend().interpret)(x, y)\n"
+            "    return x @ y + 0.0 * jnp.sum(copied)"
+        ),
+    },
     "ch04_transformers": {
         "ch04_q9_online_softmax": (
             "def online_softmax_attention(q, k, v, block_size):\n"
