@@ -33,7 +33,7 @@ sandbox:
 	  echo "bubblewrap is not installed: grading runs unsandboxed and the isolation tests skip"
 
 test: $(STAMP) sandbox lint
-	$(BIN)/pytest -n 2 --dist loadfile tests $(NOTEBOOKS) $(PYTEST_NB)
+	$(BIN)/pytest -n 2 --dist loadscope tests $(NOTEBOOKS) $(PYTEST_NB)
 
 book: $(STAMP)
 	$(BIN)/jupyter-book build . -W -n --keep-going --all
