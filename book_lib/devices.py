@@ -10,8 +10,9 @@ state and is the only place that changes JAX's configuration.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, cast
 
 from book_lib import checks
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Choice",
+    "Hosts",
+    "hosts_from_environment",
     "choose",
     "check_jax_version",
     "setup",
@@ -40,6 +43,68 @@ _CHOICE: Choice | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Hosts:
+    """How this process joins a run over several hosts, as its environment describes it.
+
+    Attributes:
+        source: the environment variable that said so.
+        n_processes: processes in the run (one per host on a TPU slice) (count).
+        initialize_kwargs: the arguments `setup()` passes to `jax.distributed.initialize`; empty
+            where JAX reads them itself (Cloud TPU, Slurm, Open MPI).
+    """
+
+    source: str
+    n_processes: int
+    initialize_kwargs: dict[str, str | int]
+
+
+def _count_var(environ: Mapping[str, str], name: str) -> int:
+    value = environ[name]
+    try:
+        return checks.count(name, int(value))
+    except ValueError:
+        raise ValueError(f"{name}={value!r}: not a count; allowed: an int >= 1") from None
+
+
+def hosts_from_environment(environ: Mapping[str, str] | None = None) -> Hosts | None:
+    """The multi-host run this process belongs to, or None for a single process.
+
+    Read in order: `JAX_COORDINATOR_ADDRESS` (with `JAX_NUM_PROCESSES` and `JAX_PROCESS_ID`, for
+    a cluster set up by hand); `TPU_WORKER_HOSTNAMES` (a Cloud TPU slice: one comma-separated name
+    per host); `SLURM_NTASKS` (a Slurm job); `OMPI_COMM_WORLD_SIZE` (`mpirun`). One process
+    (one host name, one task) is not a multi-host run.
+
+    Args:
+        environ: the variables to read (default: `os.environ`).
+
+    Raises:
+        ValueError: a count that is not an int >= 1, or a coordinator without its process count and id.
+    """
+    env = os.environ if environ is None else environ
+    if env.get("JAX_COORDINATOR_ADDRESS"):
+        missing = [v for v in ("JAX_NUM_PROCESSES", "JAX_PROCESS_ID") if v not in env]
+        if missing:
+            raise ValueError(
+                f"JAX_COORDINATOR_ADDRESS={env['JAX_COORDINATOR_ADDRESS']!r}: {' and '.join(missing)} unset; "
+                "allowed: set JAX_NUM_PROCESSES (count) and JAX_PROCESS_ID (0 to count - 1) beside it"
+            )
+        n = _count_var(env, "JAX_NUM_PROCESSES")
+        me = env["JAX_PROCESS_ID"]
+        if not me.isdigit() or int(me) >= n:
+            raise ValueError(f"JAX_PROCESS_ID={me!r}: not a process of {n}; allowed: 0 to {n - 1}")
+        kwargs = {"coordinator_address": env["JAX_COORDINATOR_ADDRESS"], "num_processes": n, "process_id": int(me)}
+        return Hosts(source="JAX_COORDINATOR_ADDRESS", n_processes=n, initialize_kwargs=kwargs) if n > 1 else None
+    if env.get("TPU_WORKER_HOSTNAMES"):
+        n = len([h for h in env["TPU_WORKER_HOSTNAMES"].split(",") if h.strip()])
+        return Hosts(source="TPU_WORKER_HOSTNAMES", n_processes=n, initialize_kwargs={}) if n > 1 else None
+    for name in ("SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"):
+        if env.get(name):
+            n = _count_var(env, name)
+            return Hosts(source=name, n_processes=n, initialize_kwargs={}) if n > 1 else None
+    return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Choice:
     """What `setup()` chose.
 
@@ -52,6 +117,8 @@ class Choice:
         virtual: True when the mesh devices are virtual CPU devices.
         matmul_emulation: `"bf16"` or `"tf32"` when CPU matmuls emulate an accelerator's rounding
             (`book_lib.precision`), else None.
+        n_processes: JAX processes (hosts) the devices belong to (count; 1 on one machine).
+        process_index: which of them this one is.
     """
 
     mesh_platform: str
@@ -61,9 +128,12 @@ class Choice:
     n_accelerators: int = 0
     virtual: bool
     matmul_emulation: str | None = None
+    n_processes: int = 1
+    process_index: int = 0
 
     def describe(self) -> str:
         """One line for the reader."""
+        hosts = f" on {self.n_processes} hosts (this is process {self.process_index})" if self.n_processes > 1 else ""
         emulation = (
             f"; CPU matmuls round float32 operands to {self.matmul_emulation}, as an accelerator does by default"
             if self.matmul_emulation
@@ -72,7 +142,7 @@ class Choice:
         if not self.virtual:
             return (
                 f"book_lib: using {self.n_mesh_devices} {self.mesh_platform.upper()} devices "
-                f"({self.device_kind}){emulation}"
+                f"({self.device_kind}){hosts}{emulation}"
             )
         if self.single_platform == "cpu":
             return (
@@ -172,7 +242,9 @@ def setup(n: int = 8) -> None:
 
     Must run before the first JAX computation: JAX fixes the number of CPU devices when its CPU
     backend starts. Calling it again keeps the first choice; `choice()` returns it. First checks
-    that jax is new enough; when the environment variable `book_lib.precision.ENV_VAR` says
+    that jax is new enough; when the environment describes a run over several hosts
+    (`hosts_from_environment`), joins it with `jax.distributed.initialize`, so that `jax.devices()`
+    lists every host's devices; when the environment variable `book_lib.precision.ENV_VAR` says
     `bf16` or `tf32`, CPU matmuls then emulate that rounding (the test suite's accelerator mode).
 
     Args:
@@ -199,6 +271,9 @@ def setup(n: int = 8) -> None:
         jax.config.update("jax_num_cpu_devices", n)
     except RuntimeError:
         pass  # backends already started: whatever JAX has is checked below
+    hosts = hosts_from_environment()
+    if hosts is not None:  # before the first backend starts: devices then span every host
+        jax.distributed.initialize(**hosts.initialize_kwargs)
     emulation = os.environ.get(precision.ENV_VAR) or None
     if emulation is not None:
         if emulation not in precision.MANTISSA_BITS:
@@ -209,6 +284,8 @@ def setup(n: int = 8) -> None:
         precision.emulate(emulation)
     default = jax.devices()
     chosen = choose(default[0].platform, default[0].device_kind, len(default), n, emulation=emulation)
+    if hosts is not None:
+        chosen = replace(chosen, n_processes=jax.process_count(), process_index=jax.process_index())
     if chosen.virtual and len(jax.devices("cpu")) < n:
         raise RuntimeError(
             f"JAX started before book_lib.devices.setup() with {len(jax.devices('cpu'))} CPU devices; "

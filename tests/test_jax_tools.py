@@ -55,6 +55,80 @@ def test_an_unknown_gpu_is_named_not_called_a_cpu():
     assert "Tesla T4" in chosen.describe() and "CPU timings" not in chosen.describe()
 
 
+MULTI_HOST_VARS = (
+    "JAX_COORDINATOR_ADDRESS",
+    "JAX_NUM_PROCESSES",
+    "JAX_PROCESS_ID",
+    "TPU_WORKER_HOSTNAMES",
+    "SLURM_NTASKS",
+    "OMPI_COMM_WORLD_SIZE",
+)
+
+
+def test_setup_joins_a_multi_host_run_when_the_environment_says_so(monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr(jax.distributed, "initialize", lambda **kwargs: calls.append(kwargs))
+    for name in MULTI_HOST_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(devices, "_CHOICE", None)
+    devices.setup(8)
+    assert calls == [], "one machine: no jax.distributed"
+    monkeypatch.setattr(devices, "_CHOICE", None)
+    monkeypatch.setenv("JAX_COORDINATOR_ADDRESS", "10.0.0.1:8476")
+    monkeypatch.setenv("JAX_NUM_PROCESSES", "4")
+    monkeypatch.setenv("JAX_PROCESS_ID", "2")
+    devices.setup(8)
+    assert calls == [{"coordinator_address": "10.0.0.1:8476", "num_processes": 4, "process_id": 2}]
+    assert devices.choice().n_processes == jax.process_count() == 1, "the stand-in joined nothing"
+    assert "virtual CPU devices" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("environ", "source", "n", "kwargs"),
+    [
+        ({"TPU_WORKER_HOSTNAMES": "t1k-w-0,t1k-w-1,t1k-w-2,t1k-w-3"}, "TPU_WORKER_HOSTNAMES", 4, {}),
+        ({"SLURM_NTASKS": "16"}, "SLURM_NTASKS", 16, {}),
+        ({"OMPI_COMM_WORLD_SIZE": "2"}, "OMPI_COMM_WORLD_SIZE", 2, {}),
+        (
+            {"JAX_COORDINATOR_ADDRESS": "h:1", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"},
+            "JAX_COORDINATOR_ADDRESS",
+            2,
+            {"coordinator_address": "h:1", "num_processes": 2, "process_id": 0},
+        ),
+    ],
+)
+def test_hosts_from_environment_reads_each_launcher(environ, source, n, kwargs):
+    hosts = devices.hosts_from_environment(environ)
+    assert (hosts.source, hosts.n_processes, hosts.initialize_kwargs) == (source, n, kwargs)
+
+
+def test_one_host_is_not_a_multi_host_run_and_bad_counts_are_refused():
+    for single in ({}, {"TPU_WORKER_HOSTNAMES": "t1k-w-0"}, {"SLURM_NTASKS": "1"}, {"OMPI_COMM_WORLD_SIZE": ""}):
+        assert devices.hosts_from_environment(single) is None, single
+    with pytest.raises(ValueError, match="SLURM_NTASKS='many'"):
+        devices.hosts_from_environment({"SLURM_NTASKS": "many"})
+    with pytest.raises(ValueError, match="JAX_NUM_PROCESSES and JAX_PROCESS_ID unset"):
+        devices.hosts_from_environment({"JAX_COORDINATOR_ADDRESS": "h:1"})
+    with pytest.raises(ValueError, match="JAX_PROCESS_ID='4': not a process of 4"):
+        devices.hosts_from_environment(
+            {"JAX_COORDINATOR_ADDRESS": "h:1", "JAX_NUM_PROCESSES": "4", "JAX_PROCESS_ID": "4"}
+        )
+
+
+def test_several_hosts_are_named_in_the_setup_line():
+    line = devices.Choice(
+        mesh_platform="tpu",
+        n_mesh_devices=32,
+        single_platform="tpu",
+        device_kind="TPU v5 lite",
+        virtual=False,
+        n_accelerators=32,
+        n_processes=4,
+        process_index=1,
+    ).describe()
+    assert line == "book_lib: using 32 TPU devices (TPU v5 lite) on 4 hosts (this is process 1)"
+
+
 def test_choose_rejects_bad_counts():
     with pytest.raises(ValueError, match="n_found=0"):
         devices.choose("gpu", "x", 0, 8)
