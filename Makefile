@@ -3,14 +3,17 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# What the HTML book serves itself (MathJax), from the npm registry at the versions tools/site pins.
+SITE_ASSETS := tools/site/node_modules/.package-lock.json
 export PATH := $(abspath $(BIN)):$(PATH)
 NOTEBOOKS := chapters solutions
 PYTEST_NB := --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300
 
-.PHONY: help install sandbox test book exercises course chapters sync bench lint clean
+.PHONY: help install sandbox browser test book check-site exercises course chapters sync bench lint clean
 
 help:
 	@echo "make book       build the HTML book into _build/html/"
+	@echo "make check-site build the book and check every page in headless Chromium, offline"
 	@echo "make test       unit tests, notebooks (nbval), grading round trip, book build"
 	@echo "make exercises  regenerate exercises/release/ and solutions/ from exercises/source/"
 	@echo "make course DIR=path [SEED=n]  a class's nbgrader course folder (its own numbers with SEED)"
@@ -26,18 +29,30 @@ $(STAMP): requirements.lock pyproject.toml
 
 install: $(STAMP)
 
+$(SITE_ASSETS): tools/site/package.json tools/site/package-lock.json
+	npm ci --prefix tools/site --no-audit --no-fund --loglevel=error
+
 # Autograding runs each submission under bubblewrap (Debian's package); installed here when we can.
 sandbox:
 	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  (apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null 2>&1; } || \
 	  echo "bubblewrap is not installed: grading runs unsandboxed and the isolation tests skip"
 
-test: $(STAMP) sandbox lint
+# Debian's Chromium drives the site check (tests/test_book.py, `make check-site`); installed here when we can.
+browser:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1; } || \
+	  echo "chromium is not installed: the site check fails until it is (apt-get install chromium)"
+
+test: $(STAMP) $(SITE_ASSETS) sandbox browser lint
 	$(BIN)/pytest -n 2 --dist loadscope tests $(NOTEBOOKS) $(PYTEST_NB)
 
-book: $(STAMP)
+book: $(STAMP) $(SITE_ASSETS)
 	$(BIN)/jupyter-book build . -W -n --keep-going --all
 	@echo "Open $(abspath _build/html/index.html)"
+
+check-site: book browser
+	$(BIN)/python tools/check_site.py _build/html --screenshots _build/site-check
 
 exercises: $(STAMP)
 	$(BIN)/python exercises/build.py

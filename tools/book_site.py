@@ -1,0 +1,95 @@
+"""A Sphinx extension that makes the HTML book self-contained and tidy (loaded from `_config.yml`).
+
+- MathJax is served from the build: `tools/site/` pins the npm package, `make book` installs it, and
+  this extension copies its browser bundle into `_static/mathjax/` (`mathjax_path` points there),
+  so the book's math typesets offline and behind firewalls.
+- The Colab badge of each notebook (an image on colab.research.google.com, right for a notebook
+  opened in Jupyter or Colab) becomes the local `_static/colab-badge.svg` in the HTML.
+- An image whose alt text is only its file name gets the caption of its figure, or else a short
+  description of where it comes from.
+- A script that a page would load twice with the same inline body (sphinx-thebe and
+  sphinx-togglebutton register theirs twice, and a second `const` declaration is a console error)
+  is kept once.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from docutils import nodes
+from sphinx.application import Sphinx
+from sphinx.transforms import SphinxTransform
+
+MATHJAX = Path(__file__).resolve().parent / "site" / "node_modules" / "mathjax" / "es5"
+# Bundles the book does not load (SVG output, the "full" builds, MathML input, the Node entry point).
+MATHJAX_UNUSED = ("*svg*.js", "*-full*.js", "mml-*.js", "node-main.js")
+COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
+LOCAL_BADGE = "/_static/colab-badge.svg"  # "/" is the book's root for a Sphinx image
+
+
+class LocalColabBadge(SphinxTransform):
+    """Point every Colab badge image at the copy in `_static`."""
+
+    default_priority = 400
+
+    def apply(self, **kwargs) -> None:
+        for image in self.document.findall(nodes.image):
+            if image.get("uri") == COLAB_BADGE:
+                image["uri"] = LOCAL_BADGE
+
+
+class ImageAltText(SphinxTransform):
+    """Replace an alt text that is a file path with the figure's caption (or a description)."""
+
+    default_priority = 900
+
+    def apply(self, **kwargs) -> None:
+        for image in self.document.findall(nodes.image):
+            alt = image.get("alt", "")
+            uri = image.get("uri", "")
+            if alt and alt != uri and not alt.endswith((".png", ".svg", ".jpg", ".jpeg", ".gif")):
+                continue
+            figure = image.parent
+            while figure is not None and not isinstance(figure, nodes.figure):
+                figure = figure.parent
+            caption = next(iter(figure.findall(nodes.caption)), None) if figure is not None else None
+            image["alt"] = caption.astext() if caption is not None else "A plot drawn by the code cell above"
+
+
+def _check_mathjax(app: Sphinx) -> None:
+    if app.builder.format == "html" and not (MATHJAX / "tex-mml-chtml.js").exists():
+        raise RuntimeError(
+            f"MathJax is not installed in {MATHJAX.parent}: run `make book` (or `npm ci --prefix tools/site`), "
+            "which installs the version pinned in tools/site/package-lock.json"
+        )
+
+
+def _copy_mathjax(app: Sphinx, exception: Exception | None) -> None:
+    if exception is None and app.builder.format == "html":
+        target = Path(app.outdir) / "_static" / "mathjax"
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(MATHJAX, target, ignore=shutil.ignore_patterns(*MATHJAX_UNUSED))
+
+
+def _one_of_each_script(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    seen, kept = set(), []
+    for script in scripts:
+        # the same inline script is registered once with filename None and once with "" (sphinx-thebe, togglebutton)
+        key = (str(getattr(script, "filename", script) or ""), repr(sorted(getattr(script, "attributes", {}).items())))
+        if key not in seen:
+            seen.add(key)
+            kept.append(script)
+    context["script_files"] = kept
+
+
+def setup(app: Sphinx) -> dict:
+    app.add_transform(LocalColabBadge)
+    app.add_transform(ImageAltText)
+    app.connect("builder-inited", _check_mathjax)
+    app.connect("build-finished", _copy_mathjax)
+    app.connect("html-page-context", _one_of_each_script, priority=900)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
