@@ -25,9 +25,10 @@ class GradedAssignment:
     assignment: str
 
     @pytest.fixture(scope="class")
-    def graded(self, tmp_path_factory):
+    @classmethod
+    def graded(cls, tmp_path_factory):
         """Autograde the standard submissions of the assignment; returns (keys, scores, plausible)."""
-        assignment = self.assignment
+        assignment = cls.assignment
         course = Course(tmp_path_factory.mktemp(assignment), [assignment], seed=SEED)
         keys, reference = keys_for(assignment), reference_answers(assignment, course.values[assignment])
         plausible = getattr(importlib.import_module(f"exercises.keys.{assignment}"), "PLAUSIBLE", {})
