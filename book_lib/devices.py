@@ -13,7 +13,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from book_lib import checks
 from book_lib.hardware import Chip, chip_from_device_kind
@@ -55,7 +55,7 @@ class Hosts:
 
     source: str
     n_processes: int
-    initialize_kwargs: dict[str, str | int]
+    initialize_kwargs: dict[str, Any]
 
 
 def _count_var(environ: Mapping[str, str], name: str) -> int:
@@ -92,7 +92,11 @@ def hosts_from_environment(environ: Mapping[str, str] | None = None) -> Hosts | 
         me = env["JAX_PROCESS_ID"]
         if not me.isdigit() or int(me) >= n:
             raise ValueError(f"JAX_PROCESS_ID={me!r}: not a process of {n}; allowed: 0 to {n - 1}")
-        kwargs = {"coordinator_address": env["JAX_COORDINATOR_ADDRESS"], "num_processes": n, "process_id": int(me)}
+        kwargs: dict[str, Any] = {
+            "coordinator_address": env["JAX_COORDINATOR_ADDRESS"],
+            "num_processes": n,
+            "process_id": int(me),
+        }
         return Hosts(source="JAX_COORDINATOR_ADDRESS", n_processes=n, initialize_kwargs=kwargs) if n > 1 else None
     if env.get("TPU_WORKER_HOSTNAMES"):
         n = len([h for h in env["TPU_WORKER_HOSTNAMES"].split(",") if h.strip()])
