@@ -169,8 +169,8 @@ class _Server(http.server.ThreadingHTTPServer):
 def browser_problems(root: Path, names: list[Path], screenshots: Path | None) -> Iterator[str]:
     """Open every page in headless Chromium, no network, and report what went wrong.
 
-    Each page loads once at the desktop width and is checked there, then narrowed to the phone
-    width, where only its width is checked again (the rest does not depend on the window).
+    One tab visits every page: it loads at the desktop width and is checked there, then is narrowed
+    to the phone width, where only its width is checked again (the rest does not depend on the window).
     """
     from playwright.sync_api import sync_playwright
 
@@ -191,14 +191,16 @@ def browser_problems(root: Path, names: list[Path], screenshots: Path | None) ->
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             context = browser.new_context(viewport={"width": WIDTHS["desktop"], "height": 900})
             context.route("**/*", route)
+            page = context.new_page()
+            errors: list[str] = []
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda err: errors.append(str(err)))
             for name in names:
-                page = context.new_page()
-                errors: list[str] = []
-                page.on("console", lambda m, e=errors: e.append(m.text) if m.type == "error" else None)
-                page.on("pageerror", lambda err, e=errors: e.append(str(err)))
+                page.set_viewport_size({"width": WIDTHS["desktop"], "height": 900})
+                errors.clear()
                 offsite.clear()
                 page.goto(site + name.as_posix(), wait_until="load")
-                report = page.evaluate(PAGE_REPORT)
+                report = page.evaluate(PAGE_REPORT)  # after MathJax has typeset the page
                 for url in sorted(set(offsite)):
                     yield f"{name}: asks for {url}, off the site"
                 for error in errors:
@@ -218,7 +220,6 @@ def browser_problems(root: Path, names: list[Path], screenshots: Path | None) ->
                     wide = page.evaluate("document.documentElement.scrollWidth")
                     if wide > width:
                         yield f"{name}: {wide} px wide at the {width_name} width, {width} px: it scrolls sideways"
-                page.close()
             context.close()
             browser.close()
     finally:
