@@ -15,7 +15,8 @@ the first time it is used. The layers, lowest first:
   programs), `bench` (timing), `profile` (a program's trace, HLO ops and memory), `precision` (accelerator
   matmul rounding on a CPU), `kernels` (Pallas matmul and flash attention), `collective_matmul`
   (matmuls that overlap a ring of `ppermute`s);
-* figures: `plots` (matplotlib).
+* for the reader: `plots` (matplotlib figures), `calculators` (the models with knobs: ipywidgets in a
+  notebook, a static table elsewhere).
 """
 
 import importlib
@@ -25,6 +26,7 @@ __version__ = "0.1.0"
 __all__ = [
     "attention",
     "bench",
+    "calculators",
     "checks",
     "collective_matmul",
     "collectives",

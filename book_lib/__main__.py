@@ -159,8 +159,6 @@ def _plan(args: argparse.Namespace) -> str:
 
 # ----- serve -----------------------------------------------------------------------------------------
 
-_DTYPE_BYTES = {"bf16": 2, "int8": 1, "int4": 0.5}
-
 
 def _add_serve(commands: Any) -> None:
     serve = commands.add_parser(
@@ -172,14 +170,14 @@ def _add_serve(commands: Any) -> None:
     serve.add_argument("--chip", required=True, help="a book_lib.hardware chip, e.g. tpu-v5e")
     serve.add_argument("--chips", required=True, type=_count_arg, help="chips of one slice, e.g. 8 (a 2x4)")
     serve.add_argument("--context", required=True, type=_count_arg, help="tokens in each KV cache, e.g. 8192")
-    serve.add_argument("--dtype", choices=tuple(_DTYPE_BYTES), default="bf16", help="weights and KV cache")
+    serve.add_argument("--dtype", choices=tuple(inference.WEIGHT_BYTES), default="bf16", help="weights and KV cache")
     serve.add_argument("--batches", help="comma-separated batch sizes (default: powers of 2 up to the largest fit)")
     serve.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
     serve.set_defaults(run=_serve)
 
 
 def _serve_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
-    size = _DTYPE_BYTES[args.dtype]
+    size = inference.WEIGHT_BYTES[args.dtype]
     if args.batches:
         batches = [parse_count(b) for b in args.batches.split(",")]
     else:

@@ -26,7 +26,11 @@ from book_lib import checks, collectives, topology
 from book_lib.hardware import PRICES_USD_PER_CHIP_HOUR, Chip, price_usd_per_chip_hour
 from book_lib.transformer import TransformerConfig, get_model
 
+# Bytes per weight (and per cached key or value) of the formats the text serves in: Part 7, "Quantization".
+WEIGHT_BYTES = {"bf16": 2, "int8": 1, "int4": 0.5}
+
 __all__ = [
+    "WEIGHT_BYTES",
     "DecodeStep",
     "decode_step_time",
     "decode_step_time_from_sizes",

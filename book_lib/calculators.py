@@ -1,0 +1,402 @@
+"""Calculators: the book's cost models with knobs, live in Jupyter and Colab, a table in the HTML book.
+
+A `Calculator` is a list of `Knob`s (each a keyword of one `book_lib` model, the values offered and a
+default) and a function from their settings to the rows of a table: (quantity, value with its unit).
+Displayed as a notebook cell's last expression, it shows two outputs:
+
+1. where a kernel runs and ipywidgets is installed, the live calculator: a control per knob and the
+   table for their current settings, recomputed on every change. Its output also carries a Markdown
+   line, which is what a page without widgets (the HTML book, GitHub) shows in its place;
+2. the static table: the same rows over a sweep of one knob, the others at their defaults, which
+   every reader sees, with or without a kernel.
+
+A setting the model refuses (a slice that is not offered, a batch that does not fit) shows the
+model's own `ValueError` message in place of the table: the calculator never hides an error.
+
+The four calculators call `roofline`, `collectives`, `training.plan_training` and
+`inference.decode_step_time`; none computes anything itself.
+Book: Part 1 (rooflines), Part 3 (collectives), Parts 5-6 (training), Parts 7-8 (serving).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from book_lib import checks, collectives, inference, roofline, topology, training
+from book_lib.hardware import CHIPS, get_chip
+from book_lib.transformer import MODELS
+
+__all__ = ["Knob", "Calculator", "roofline_calculator", "collective_calculator", "training_calculator",
+           "serving_calculator", "LIVE_NOTE"]  # fmt: skip
+
+Row = tuple[str, str]
+
+LIVE_NOTE = (
+    "*Live calculator: run this cell in Jupyter or Colab to turn its knobs. "
+    "The table below is the same calculator over a sweep.*"
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Knob:
+    """One control of a calculator.
+
+    Attributes:
+        name: the keyword the calculator's function takes.
+        label: what the reader sees, with its unit ("batch B (tokens)").
+        values: the settings offered, in order (strings or numbers).
+        default: one of `values`.
+    """
+
+    name: str
+    label: str
+    values: tuple[Any, ...]
+    default: Any
+
+    def __post_init__(self) -> None:
+        if self.default not in self.values:
+            raise ValueError(f"default={self.default!r}: not offered by knob {self.name!r}; allowed: {self.values}")
+
+    def text(self, value: Any) -> str:
+        """`value` as the reader sees it: numbers with thousands separators."""
+        if isinstance(value, float) and not value.is_integer():
+            return f"{value:g}"
+        return f"{value:,}" if isinstance(value, (int, float)) else str(value)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Calculator:
+    """A table of one model's outputs as a function of its knobs; see the module docstring.
+
+    Attributes:
+        title: one line naming the model ("Roofline of a matmul X[B, D] @ Y[D, F]").
+        knobs: the controls, in the order shown.
+        compute: settings (one keyword per knob) -> rows (quantity, value with unit); may raise ValueError.
+        sweep: the knob whose values label the static table's columns.
+        sweep_values: those values (a subset of the knob's).
+    """
+
+    title: str
+    knobs: tuple[Knob, ...]
+    compute: Callable[..., list[Row]]
+    sweep: str
+    sweep_values: tuple[Any, ...]
+
+    def settings(self, **changes: Any) -> dict[str, Any]:
+        """Every knob's default, with `changes` applied.
+
+        Raises:
+            ValueError: a name that is no knob, or a value the knob does not offer.
+        """
+        knobs = {k.name: k for k in self.knobs}
+        for name, value in changes.items():
+            knob = checks.lookup("knob", name, knobs, what="knob")
+            if value not in knob.values:
+                raise ValueError(f"{name}={value!r}: not offered; allowed: {', '.join(map(knob.text, knob.values))}")
+        return {k.name: changes.get(k.name, k.default) for k in self.knobs}
+
+    def with_defaults(self, **defaults: Any) -> Calculator:
+        """The same calculator starting from other settings (each one a knob offers)."""
+        settings = self.settings(**defaults)
+        knobs = tuple(dataclasses.replace(k, default=settings[k.name]) for k in self.knobs)
+        return dataclasses.replace(self, knobs=knobs)
+
+    def rows(self, **changes: Any) -> list[Row]:
+        """The table at these settings; a setting the model refuses gives one row with its message."""
+        try:
+            return self.compute(**self.settings(**changes))
+        except ValueError as error:
+            return [("not possible", str(error))]
+
+    def html(self, **changes: Any) -> str:
+        """The table at these settings, as an HTML table."""
+        body = "".join(f"<tr><td>{html.escape(q)}</td><td>{html.escape(v)}</td></tr>" for q, v in self.rows(**changes))
+        return f'<table class="calculator"><tbody>{body}</tbody></table>'
+
+    def sweep_table(self) -> tuple[list[str], list[list[str]]]:
+        """(header, rows) of the static table: one column per sweep value, the other knobs at default."""
+        knob = next(k for k in self.knobs if k.name == self.sweep)
+        columns = [self.rows(**{self.sweep: v}) for v in self.sweep_values]
+        quantities = list(dict.fromkeys(q for column in columns for q, _ in column))
+        cells = [[dict(column).get(q, "") for column in columns] for q in quantities]
+        header = [knob.label, *(knob.text(v) for v in self.sweep_values)]
+        return header, [[q, *row] for q, row in zip(quantities, cells, strict=True)]
+
+    def caption(self) -> str:
+        """What the static table shows: the title and the fixed settings."""
+        fixed = ", ".join(f"{k.label} {k.text(k.default)}" for k in self.knobs if k.name != self.sweep)
+        return f"{self.title}: {fixed}"
+
+    def static_html(self) -> str:
+        """The static table (see `sweep_table`) as HTML, its caption above it."""
+        header, rows = self.sweep_table()
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+        return (
+            f'<table class="calculator"><caption>{html.escape(self.caption())}</caption>'
+            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        )
+
+    def static_text(self) -> str:
+        """The static table as aligned plain text."""
+        header, rows = self.sweep_table()
+        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]
+        return "\n".join([self.caption(), *lines])
+
+    def widget(self) -> Any:
+        """The live calculator: an ipywidgets box of one control per knob and the table, kept current."""
+        import ipywidgets as w
+
+        controls = {k.name: _control(w, k) for k in self.knobs}
+        table = w.HTML(self.html())
+
+        def update(_: object) -> None:
+            table.value = self.html(**{name: c.value for name, c in controls.items()})
+
+        for control in controls.values():
+            control.observe(update, names="value")
+        return w.VBox([w.HTML(f"<b>{html.escape(self.title)}</b>"), *controls.values(), table])
+
+    def bundles(self, *, live: bool) -> list[dict[str, Any]]:
+        """The outputs a notebook shows (module docstring): the live widget when `live`, then the static table."""
+        shown: list[dict[str, Any]] = []
+        if live:
+            view = {"version_major": 2, "version_minor": 0, "model_id": self.widget().model_id}
+            shown.append(
+                {"application/vnd.jupyter.widget-view+json": view, "text/markdown": LIVE_NOTE, "text/plain": LIVE_NOTE}
+            )
+        shown.append({"text/html": self.static_html(), "text/plain": self.static_text()})
+        return shown
+
+    def _ipython_display_(self) -> None:
+        from IPython import get_ipython
+        from IPython.display import display
+
+        if get_ipython() is None:  # plain Python: the table as text
+            print(self.static_text())
+            return
+        for bundle in self.bundles(live=_live()):
+            display(bundle, raw=True)
+
+
+def _control(w: Any, knob: Knob) -> Any:
+    """A dropdown for names, a slider for numbers."""
+    kind = w.Dropdown if isinstance(knob.default, str) else w.SelectionSlider
+    options = [(knob.text(v), v) for v in knob.values]
+    return kind(
+        options=options, value=knob.default, description=knob.label, style={"description_width": "200px"},
+        layout=w.Layout(width="520px"),
+    )  # fmt: skip
+
+
+def _live() -> bool:
+    """True inside a running Jupyter kernel (Jupyter, Colab) that has ipywidgets."""
+    try:
+        import ipywidgets  # noqa: F401
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    return getattr(get_ipython(), "kernel", None) is not None
+
+
+# ----- units -----------------------------------------------------------------------------------------
+
+
+def _seconds(t: float) -> str:
+    """A time with the unit that keeps it between 1 and 1000 (ns to s)."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if t >= scale:
+            return f"{t / scale:.3g} {unit}"
+    return f"{t / 1e-9:.3g} ns"
+
+
+def _si(value: float, unit: str) -> str:
+    """A value with an SI prefix (k, M, G, T, P, E) in front of `unit`."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g} {unit}"
+    exponent = min(max(int(math.floor(math.log10(abs(value)) / 3)), 0), 6)
+    return f"{value / 10 ** (3 * exponent):.3g} {' kMGTPE'[exponent].strip()}{unit}"
+
+
+def _powers_of_two(low: int, high: int) -> tuple[int, ...]:
+    return tuple(2**i for i in range(low, high + 1))
+
+
+# ----- the four calculators --------------------------------------------------------------------------
+
+_MATMUL_DTYPE_BYTES = {"bf16": 2, "int8": 1}
+
+
+def _roofline_rows(chip: str, dtype: str, batch: int, d_model: int, d_ff: int) -> list[Row]:
+    hw = get_chip(chip, arg="chip")
+    size = _MATMUL_DTYPE_BYTES[dtype]
+    cost = roofline.matmul_cost(batch, d_model, d_ff, size, size, size)
+    peak = hw.peak_ops_per_s(dtype)
+    t = roofline.roofline_time(cost.flops, cost.bytes, peak, hw.hbm_bytes_per_s)
+    attained = roofline.attainable_flops_per_s(cost.intensity, peak, hw.hbm_bytes_per_s)
+    return [
+        ("work", _si(cost.flops, "FLOPs")),
+        ("HBM traffic", _si(cost.bytes, "B")),
+        ("arithmetic intensity", f"{cost.intensity:,.0f} FLOPs/B"),
+        (f"critical intensity of {hw.name}", f"{roofline.critical_intensity(hw, dtype):,.0f} FLOPs/B"),
+        ("T_math", _seconds(t.t_math)),
+        ("T_comms (HBM)", _seconds(t.t_comms)),
+        ("time, lower bound", _seconds(t.t_lower)),
+        ("bound", t.bound),
+        ("share of peak", f"{attained / peak:.0%}"),
+    ]
+
+
+def roofline_calculator(**defaults: Any) -> Calculator:
+    """Roofline of a matmul bf16[B, D] @ bf16[D, F] on one chip: `roofline.matmul_cost` and `roofline_time`.
+
+    T_math = 2 B D F / C; T_comms = (B D + D F + B F) bytes / W_hbm; the static table sweeps B.
+    Knobs: chip, dtype, batch, d_model, d_ff; `defaults` changes where the knobs start.
+    Book: Part 1 (Rooflines), "Where Does the Time Go?".
+    """
+    calc = Calculator(
+        title="Roofline of a matmul X[B, D] @ Y[D, F]",
+        knobs=(
+            Knob(name="chip", label="chip", values=tuple(CHIPS), default="tpu-v5e"),
+            Knob(name="dtype", label="dtype", values=tuple(_MATMUL_DTYPE_BYTES), default="bf16"),
+            Knob(name="batch", label="B (tokens)", values=_powers_of_two(0, 16), default=256),
+            Knob(name="d_model", label="D", values=_powers_of_two(8, 16), default=8192),
+            Knob(name="d_ff", label="F", values=_powers_of_two(8, 17), default=32768),
+        ),
+        compute=_roofline_rows,
+        sweep="batch",
+        sweep_values=_powers_of_two(5, 10),
+    )
+    return calc.with_defaults(**defaults)
+
+
+def _collective_rows(op: str, chip: str, megabytes: float, devices: int, link: str) -> list[Row]:
+    t = collectives.collective_time(op, megabytes * 1e6, devices, chip, link=link)
+    return [
+        ("bandwidth per device", _si(t.bytes_per_s, "B/s")),
+        ("bandwidth time", _seconds(t.bandwidth_s)),
+        ("hops", f"{t.hops}"),
+        ("latency time", _seconds(t.latency_s)),
+        ("estimate", _seconds(t.total_s)),
+        ("bound", t.bound),
+    ]
+
+
+def collective_calculator(**defaults: Any) -> Calculator:
+    """Time of one collective over one mesh axis: `collectives.collective_time` (physical rings).
+
+    AllGather or ReduceScatter (N - 1) / N * V / B, AllReduce twice that, each at least its hops'
+    latency; V is the array after the gather (module `collectives`). The static table sweeps V.
+    Knobs: op, chip, megabytes (V in MB), devices (N), link; `defaults` changes where they start.
+    Book: Part 3 (Sharded Matrices), "Case 2" and "Case 3".
+    """
+    calc = Calculator(
+        title="Time of one collective over one mesh axis",
+        knobs=(
+            Knob(name="op", label="collective", values=collectives.OPS, default="all_gather"),
+            Knob(name="chip", label="chip", values=tuple(CHIPS), default="tpu-v5e"),
+            Knob(name="megabytes", label="array V (MB)", values=(0.01, 0.1, 1, 10, 100, 1000, 10000), default=100),
+            Knob(name="devices", label="devices N", values=_powers_of_two(1, 6), default=16),
+            Knob(name="link", label="link", values=collectives.LINKS, default="ici"),
+        ),
+        compute=_collective_rows,
+        sweep="megabytes",
+        sweep_values=(0.01, 0.1, 1, 10, 100, 1000),
+    )
+    return calc.with_defaults(**defaults)
+
+
+def _training_rows(model: str, chip: str, n_chips: int, batch_mtokens: int, seq_len: int) -> list[Row]:
+    plan = training.plan_training(model, chip, n_chips, batch_mtokens * 2**20, seq_len=seq_len)
+    best, step = plan.best, plan.best.step
+    rows = [
+        ("best scheme", best.scheme),
+        ("mesh", " x ".join(f"{name} {size}" for name, size in step.mesh.items())),
+        ("step time, lower bound", _seconds(step.t_lower)),
+        ("T_math (with bubble)", _seconds(step.t_math + step.t_bubble)),
+        ("T_comms", _seconds(step.t_comms)),
+        ("bound", step.bound),
+        ("MFU at the roofline", f"{best.mfu:.0%}"),
+        ("HBM used / HBM per chip", f"{_si(best.memory.total_bytes, 'B')} / {_si(best.memory.hbm_bytes or 0, 'B')}"),
+    ]
+    if len(plan.entries) > 1:
+        second = plan.entries[1]
+        rows.append(("runner-up", f"{second.scheme}, {second.step.t_lower / step.t_lower:.2f}x the step time"))
+    return rows
+
+
+def training_calculator(**defaults: Any) -> Calculator:
+    """The best way to shard one training step: `training.plan_training` (every scheme, ranked).
+
+    Step time max(T_math + T_bubble, T_comms) per scheme, memory per chip with Adam; the static table
+    sweeps the number of chips. Knobs: model, chip, n_chips, batch_mtokens (2**20 tokens), seq_len.
+    Book: Part 5 (Training), "Key Takeaways"; Part 6, "How to shard LLaMA 3-70B".
+    """
+    tpus = tuple(name for name, chip in CHIPS.items() if chip.is_tpu)
+    calc = Calculator(
+        title="Best sharding of one training step",
+        knobs=(
+            Knob(name="model", label="model", values=tuple(MODELS), default="llama-3-70b"),
+            Knob(name="chip", label="chip", values=tpus, default="tpu-v5p"),
+            Knob(name="n_chips", label="chips", values=(64, 256, 1024, 2048, 4096, 8960, 17920), default=8960),
+            Knob(name="batch_mtokens", label="batch (M tokens)", values=_powers_of_two(0, 5), default=4),
+            Knob(name="seq_len", label="sequence (tokens)", values=_powers_of_two(11, 15), default=4096),
+        ),
+        compute=_training_rows,
+        sweep="n_chips",
+        sweep_values=(256, 1024, 4096, 8960),
+    )
+    return calc.with_defaults(**defaults)
+
+
+def _serving_rows(model: str, chip: str, n_chips: int, context_len: int, dtype: str, batch: int) -> list[Row]:
+    size = inference.WEIGHT_BYTES[dtype]
+    s = inference.decode_step_time(model, chip, n_chips, batch, context_len, weight_bytes=size, kv_bytes=size)
+    try:
+        usd = f"${inference.cost_per_million_tokens(s.tokens_per_s_per_chip, chip):.2f}"
+    except ValueError:
+        usd = "no price in the text"
+    return [
+        ("T_kv (cache reads)", _seconds(s.t_kv)),
+        ("T_weights (weight reads)", _seconds(s.t_weights)),
+        ("T_math", _seconds(s.t_math)),
+        ("T_ici (collectives)", _seconds(s.t_ici)),
+        ("step time, lower bound", _seconds(s.t_lower)),
+        ("largest of weights, math, ici", s.bound),
+        ("throughput", f"{s.tokens_per_s:,.0f} tokens/s"),
+        ("per chip", f"{s.tokens_per_s_per_chip:,.0f} tokens/s"),
+        ("cost per million tokens", usd),
+        ("weights + KV caches / HBM", f"{_si(s.memory_bytes, 'B')} / {_si(s.hbm_bytes, 'B')}"),
+        ("fits in HBM", "yes" if s.fits else "NO"),
+    ]
+
+
+def serving_calculator(**defaults: Any) -> Calculator:
+    """Latency and throughput of one decode step: `inference.decode_step_time`.
+
+    t = t_kv + max(t_weights, t_math, t_ici) (the text's estimate); weights and KV cache in the same
+    dtype. The static table sweeps the batch. Knobs: model, chip, n_chips, context_len, dtype, batch.
+    Book: Part 7 (Inference), "Theoretical estimates for LLM latency and throughput"; Part 8.
+    """
+    slices = sorted({math.prod(s) for name in CHIPS for s in topology.slice_shapes(name)})
+    calc = Calculator(
+        title="Latency and throughput of one decode step",
+        knobs=(
+            Knob(name="model", label="model", values=tuple(MODELS), default="llama-3-70b"),
+            Knob(name="chip", label="chip", values=tuple(CHIPS), default="tpu-v5e"),
+            Knob(name="n_chips", label="chips", values=tuple(slices), default=8),
+            Knob(name="context_len", label="context (tokens)", values=_powers_of_two(9, 17), default=8192),
+            Knob(name="dtype", label="weights and KV", values=tuple(inference.WEIGHT_BYTES), default="int8"),
+            Knob(name="batch", label="batch (sequences)", values=_powers_of_two(0, 10), default=32),
+        ),
+        compute=_serving_rows,
+        sweep="batch",
+        sweep_values=(1, 8, 32, 64, 128, 256),
+    )
+    return calc.with_defaults(**defaults)

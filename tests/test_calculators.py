@@ -1,0 +1,102 @@
+"""The calculators show the models' own numbers, stay live when a knob turns, and degrade to a table."""
+
+import re
+
+import pytest
+
+from book_lib import calculators, collectives, inference, roofline, training
+from book_lib.hardware import get_chip
+
+ALL = (
+    calculators.roofline_calculator,
+    calculators.collective_calculator,
+    calculators.training_calculator,
+    calculators.serving_calculator,
+)
+
+
+def test_the_roofline_calculator_reads_roofline_time():
+    calc = calculators.roofline_calculator(chip="h100", batch=64)
+    cost = roofline.matmul_cost(64, 8192, 32768)
+    t = roofline.roofline_time(cost.flops, cost.bytes, get_chip("h100").bf16_flops_per_s, 3.35e12)
+    rows = dict(calc.rows())
+    assert rows["bound"] == t.bound == "bandwidth"
+    assert rows["time, lower bound"] == calculators._seconds(t.t_lower)
+    assert rows["critical intensity of h100"] == f"{roofline.critical_intensity('h100'):,.0f} FLOPs/B"
+
+
+def test_the_collective_calculator_reads_collective_time():
+    calc = calculators.collective_calculator()
+    t = collectives.collective_time("all_reduce", 1e9, 8, "tpu-v5e", link="ici")
+    rows = dict(calc.rows(op="all_reduce", megabytes=1000, devices=8))
+    assert rows["estimate"] == calculators._seconds(t.total_s) and rows["hops"] == str(t.hops)
+
+
+def test_the_training_calculator_shows_the_planners_best_scheme():
+    plan = training.plan_training("llama-3-70b", "tpu-v5p", 8960, 4 * 2**20, seq_len=4096)
+    rows = dict(calculators.training_calculator().rows())
+    assert rows["best scheme"] == plan.best.scheme
+    assert rows["step time, lower bound"] == calculators._seconds(plan.best.step.t_lower)
+
+
+def test_the_serving_calculator_reads_decode_step_time_and_says_when_the_batch_does_not_fit():
+    s = inference.decode_step_time("llama-3-70b", "tpu-v5e", 8, 256, 8192, weight_bytes=1, kv_bytes=1)
+    rows = dict(calculators.serving_calculator().rows(batch=256))
+    assert rows["step time, lower bound"] == calculators._seconds(s.t_lower)
+    assert not s.fits and rows["fits in HBM"] == "NO"
+
+
+def test_a_setting_the_model_refuses_shows_its_message_instead_of_a_table():
+    rows = calculators.collective_calculator().rows(devices=64)
+    assert rows[0][0] == "not possible" and "axis_size=64" in rows[0][1], rows
+
+
+@pytest.mark.parametrize("make", ALL)
+def test_turning_a_knob_updates_the_live_table(make):
+    calc = make()
+    box = calc.widget()
+    controls = {c.description: c for c in box.children[1:-1]}
+    assert list(controls) == [k.label for k in calc.knobs]
+    knob = next(k for k in calc.knobs if k.name == calc.sweep)
+    other = next(v for v in calc.sweep_values if v != knob.default)
+    before = box.children[-1].value
+    controls[knob.label].value = other
+    assert box.children[-1].value == calc.html(**{calc.sweep: other}) != before
+
+
+@pytest.mark.parametrize("make", ALL)
+def test_the_static_table_has_a_column_per_sweep_value_and_no_empty_cell(make):
+    calc = make()
+    header, rows = calc.sweep_table()
+    assert len(header) == len(calc.sweep_values) + 1 and rows
+    assert all(len(row) == len(header) and all(row) for row in rows), rows
+    assert "not possible" not in calc.static_text(), "the default sweep is a setting the model accepts"
+    assert calc.static_html().count("<tr>") == len(rows) + 1
+
+
+def test_a_notebook_shows_the_widget_with_a_markdown_stand_in_then_the_table():
+    calc = calculators.serving_calculator()
+    live, static = calc.bundles(live=True)
+    view = live["application/vnd.jupyter.widget-view+json"]
+    assert re.fullmatch(r"[0-9a-f]{32}", view["model_id"]) and view["version_major"] == 2
+    assert live["text/markdown"] == calculators.LIVE_NOTE
+    assert static["text/html"].startswith('<table class="calculator"><caption>')
+    assert [set(b) for b in calc.bundles(live=False)] == [{"text/html", "text/plain"}]
+
+
+def test_outside_a_kernel_only_the_table_is_displayed(capsys):
+    calculators.roofline_calculator()._ipython_display_()
+    assert capsys.readouterr().out.startswith("Roofline of a matmul")
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: calculators.serving_calculator(chips=8), r"^knob='chips': unknown knob; closest: chip, n_chips"),
+        (lambda: calculators.serving_calculator(batch=3), r"^batch=3: not offered; allowed: 1, 2, 4"),
+        (lambda: calculators.Knob(name="x", label="x", values=(1, 2), default=3), r"^default=3: not offered"),
+    ],
+)
+def test_bad_settings_are_refused_by_name(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
