@@ -6,7 +6,8 @@ Every module is reachable from the package (`book_lib.roofline.matmul_cost(...)`
 the first time it is used. The layers, lowest first:
 
 * specs and checks: `hardware` (every chip, with sources), `checks` (argument validation);
-* pure cost models, no JAX: `roofline`, `topology`, `collectives`, `sharding`, `transformer`,
+* pure cost models, no JAX: `roofline`, `topology`, `collectives`, `sharding`, `transformer`, `gpu` (SMs,
+  shared-memory tiles, AllReduce across NVLink nodes),
   `inference` (decode and prefill times), `layout` (HLO array types: tiling padding, memory spaces),
   `systolic` (a NumPy simulation),
   `speculative` (speculative sampling's acceptance rules, in NumPy), `training` (parallelism bounds,
@@ -32,6 +33,7 @@ __all__ = [
     "collectives",
     "decode",
     "devices",
+    "gpu",
     "hardware",
     "hlo",
     "inference",

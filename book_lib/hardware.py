@@ -86,6 +86,11 @@ class Chip:
         cuda_cores_per_sm: FP32 CUDA cores per streaming multiprocessor (GPU), None for TPUs.
         shared_memory_bytes_per_sm: shared memory (with L1) one SM can give its thread blocks (bytes, GPU),
             None for TPUs; a Pallas (Triton) kernel's tiles are staged there.
+        tensor_cores_per_sm: tensor cores (the matrix units) in one streaming multiprocessor (count, GPU),
+            None for TPUs and where the vendor publishes none.
+        register_bytes_per_sm: the register file of one streaming multiprocessor (bytes, GPU), None for TPUs.
+        l2_bytes: the L2 cache all SMs share, managed by the hardware (bytes, GPU), None for TPUs and where
+            the vendor publishes none. NVIDIA's cache "MB" are 2^20 bytes (the A100's 40 MB is 40,960 KB).
         devices_per_chip: JAX devices one chip shows as (count): 2 on TPU v2, v3 and 7x, whose
             TensorCores (7x: chiplets) are separate devices, each with its own half of the HBM.
         device_kinds: regular expressions; a lowercased `jax.Device.device_kind` that matches one
@@ -116,6 +121,9 @@ class Chip:
     clock_hz: float | None = None
     cuda_cores_per_sm: int | None = None
     shared_memory_bytes_per_sm: int | None = None
+    tensor_cores_per_sm: int | None = None
+    register_bytes_per_sm: int | None = None
+    l2_bytes: int | None = None
     devices_per_chip: int = 1
     device_kinds: tuple[str, ...] = ()
     source: str
@@ -156,6 +164,9 @@ class Chip:
             "clock_hz",
             "cuda_cores_per_sm",
             "shared_memory_bytes_per_sm",
+            "tensor_cores_per_sm",
+            "register_bytes_per_sm",
+            "l2_bytes",
         )
         for attr in optional:
             value = getattr(self, attr)
@@ -411,15 +422,20 @@ _ALL = (
         cores_per_chip=108,
         cuda_cores_per_sm=64,  # 6,912 FP32 CUDA cores on 108 SMs
         shared_memory_bytes_per_sm=164 * 1024,  # Ampere tuning guide: up to 164 KB per SM
+        tensor_cores_per_sm=4,  # Ampere architecture blog: four third-generation tensor cores per SM
+        register_bytes_per_sm=64 * 1024 * 4,  # Ampere tuning guide: 64K 32-bit registers per SM
+        l2_bytes=40 * 2**20,  # Ampere architecture blog: 40 MB (40,960 KB) of L2
         host_shape=(8,),
         pod_shape=(8,),
         pcie_bytes_per_s=3.2e10,  # PCIe gen4 x16, one direction
-        dcn_bytes_per_s=2.5e10,
+        dcn_bytes_per_s=2.0e11,  # DGX A100: eight 200 Gb/s ConnectX-6 NICs for the compute fabric, one per GPU
         device_kinds=(r"nvidia a100-sxm4?-80gb",),
         source=(
             "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
             "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf (SXM 80GB); "
-            "https://docs.nvidia.com/cuda/ampere-tuning-guide/ (shared memory per SM)"
+            "https://docs.nvidia.com/cuda/ampere-tuning-guide/ (shared memory and registers per SM); "
+            "https://developer.nvidia.com/blog/nvidia-ampere-architecture-in-depth/ (tensor cores per SM, L2); "
+            "https://docs.nvidia.com/dgx/dgxa100-user-guide/introduction-to-dgxa100.html (network cards per node)"
         ),
     ),
     _gpu(
@@ -436,15 +452,20 @@ _ALL = (
         cores_per_chip=132,
         cuda_cores_per_sm=128,
         shared_memory_bytes_per_sm=228 * 1024,  # Hopper tuning guide: up to 228 KB per SM
+        tensor_cores_per_sm=4,  # Hopper architecture blog: four fourth-generation tensor cores per SM
+        register_bytes_per_sm=64 * 1024 * 4,  # Hopper tuning guide: 64K 32-bit registers per SM
+        l2_bytes=50 * 2**20,  # Hopper architecture blog: 50 MB of L2 on the H100 SXM5
         host_shape=(8,),
         pod_shape=(8,),
         pcie_bytes_per_s=6.4e10,  # PCIe gen5 x16, one direction
-        dcn_bytes_per_s=5.0e10,
+        dcn_bytes_per_s=4.0e11,  # DGX H100: eight 400 Gb/s ConnectX-7 NICs for the compute fabric, one per GPU
         device_kinds=(r"nvidia h100( 80gb hbm3|-sxm5?-80gb)?",),
         source=(
             "https://www.nvidia.com/en-us/data-center/h100/ (SXM); "
             "https://developer.nvidia.com/blog/nvidia-hopper-architecture-in-depth/ (SMs, CUDA cores per SM); "
-            "https://docs.nvidia.com/cuda/hopper-tuning-guide/ (shared memory per SM)"
+            "https://docs.nvidia.com/cuda/hopper-tuning-guide/ (shared memory and registers per SM); "
+            "Hopper blog above (tensor cores per SM, L2); "
+            "https://docs.nvidia.com/dgx/dgxh100-user-guide/introduction-to-dgxh100.html (network cards per node)"
         ),
     ),
     _gpu(
@@ -458,12 +479,19 @@ _ALL = (
         cores_per_chip=132,
         cuda_cores_per_sm=128,  # same GH100 SM as the H100
         shared_memory_bytes_per_sm=228 * 1024,  # same SM as the H100
+        tensor_cores_per_sm=4,  # same SM as the H100
+        register_bytes_per_sm=64 * 1024 * 4,  # same SM as the H100
+        l2_bytes=50 * 2**20,  # same GH100 die as the H100 SXM5, with more and faster HBM
         host_shape=(8,),
         pod_shape=(8,),
         pcie_bytes_per_s=6.4e10,
-        dcn_bytes_per_s=5.0e10,
+        dcn_bytes_per_s=4.0e11,  # as the H100 (HGX H200: eight 400 Gb/s NICs)
         device_kinds=(r"nvidia h200( 141gb hbm3e|-sxm5?-141gb)?",),
-        source="https://www.nvidia.com/en-us/data-center/h200/ (SXM)",
+        source=(
+            "https://www.nvidia.com/en-us/data-center/h200/ (SXM); "
+            "https://developer.nvidia.com/blog/nvidia-hopper-architecture-in-depth/ (the H100's GH100 SM and L2); "
+            "https://docs.nvidia.com/cuda/hopper-tuning-guide/ (shared memory and registers per SM)"
+        ),
     ),
     _gpu(
         name="b200",
@@ -475,14 +503,17 @@ _ALL = (
         ici_links=18,
         cores_per_chip=148,
         shared_memory_bytes_per_sm=228 * 1024,  # Blackwell tuning guide: up to 228 KB per SM
+        register_bytes_per_sm=64 * 1024 * 4,  # Blackwell tuning guide: 64K 32-bit registers per SM
+        # tensor_cores_per_sm and l2_bytes stay None: NVIDIA's B200 pages give neither.
         host_shape=(8,),
         pod_shape=(8,),
         pcie_bytes_per_s=6.4e10,
-        dcn_bytes_per_s=5.0e10,
+        dcn_bytes_per_s=4.0e11,  # DGX B200: eight 400 Gb/s ConnectX-7 NICs for the compute fabric, one per GPU
         device_kinds=(r"nvidia b200( .*)?",),
         source=(
             "https://www.nvidia.com/en-us/data-center/hgx/ (HGX B200, per GPU); "
-            "https://docs.nvidia.com/cuda/blackwell-tuning-guide/ (shared memory per SM)"
+            "https://docs.nvidia.com/cuda/blackwell-tuning-guide/ (shared memory and registers per SM); "
+            "https://docs.nvidia.com/dgx/dgxb200-user-guide/introduction-to-dgxb200.html (network cards per node)"
         ),
     ),
 )

@@ -17,6 +17,7 @@ PURE = (
     "roofline",
     "topology",
     "collectives",
+    "gpu",
     "sharding",
     "transformer",
     "inference",

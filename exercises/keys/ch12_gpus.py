@@ -1,0 +1,127 @@
+"""Answer keys for the chapter 12 exercises (GPUs), computed with book_lib."""
+
+from __future__ import annotations
+
+import random
+
+from book_lib import collectives, gpu, hardware, training
+from exercises.keys import Key
+
+# What a class's variant may draw: GPUs with the figures a question needs (the H200 has an H100's SMs,
+# links and network, so it would repeat the text's numbers), and TPUs whose slices are built of cubes.
+GPUS = ("a100", "h100", "b200")
+GPUS_WITH_TENSOR_CORES = ("a100", "h100-pcie")  # the B200's per-SM counts are unpublished
+TPUS_3D = ("tpu-v4", "tpu-v5p", "tpu-7x")
+DTYPE_NAMES = {1: "int8", 2: "bf16", 4: "float32"}
+CUBE = (2, 2, 2)  # Q3's TPU slice: 8 chips, as many as a node has GPUs
+CHOICES = ("compute", "nvlink", "scale_out")
+
+
+def _chip(name: str) -> hardware.Chip:
+    return hardware.get_chip(name)
+
+
+def _sm(gpu_name: str) -> dict[str, float]:
+    return {
+        "sm_flops_per_s": gpu.sm_ops_per_s(gpu_name),
+        "tensor_core_flops_per_s": gpu.tensor_core_ops_per_s(gpu_name),
+    }
+
+
+def _tile(gpu_name: str, dtype_bytes: int) -> dict[str, float]:
+    side = gpu.shared_memory_tile_side(gpu_name, dtype_bytes=dtype_bytes)
+    return {"tile_side": side, "tile_flops_per_byte": gpu.tile_intensity(side, dtype_bytes=dtype_bytes)}
+
+
+def _gathers(gpu_name: str, tpu: str, v_gib: int) -> dict[str, float]:
+    v = v_gib * 2**30
+    node = collectives.collective_time("all_gather", v, _chip(gpu_name).chips_per_pod, gpu_name)
+    cube = collectives.collective_time("all_gather", v, CUBE, tpu)  # no wraparound in a 2x2x2 slice
+    return {"node_allgather_s": node.bandwidth_s, "cube_allgather_s": cube.bandwidth_s}
+
+
+def _gathers_rule_of_thumb(gpu_name: str, tpu: str, v_gib: int) -> dict[str, float]:
+    """The text's rule of thumb, V over the bandwidth out of a chip, without the (N - 1) / N."""
+    v = v_gib * 2**30
+    node = collectives.collective_time("all_gather", v, _chip(gpu_name).chips_per_pod, gpu_name)
+    cube = collectives.collective_time("all_gather", v, CUBE, tpu)
+    return {"node_allgather_s": node.rule_of_thumb_s, "cube_allgather_s": cube.rule_of_thumb_s}
+
+
+def _hierarchical(gpu_name: str, v_gib: int, n_nodes: int) -> dict[str, float]:
+    steps = gpu.hierarchical_all_reduce(v_gib * 2**30, n_nodes, gpu_name)
+    return {
+        "hier_allreduce_s": steps.bandwidth_s,
+        "scale_out_fraction": steps.all_reduce.bandwidth_s / steps.bandwidth_s,
+    }
+
+
+def _draw_bound(r: random.Random) -> dict:
+    return {
+        "gpu_name": r.choice(GPUS),
+        "n_nodes": r.choice((2, 4, 8, 32, 64)),
+        "batch_per_gpu": r.choice((512, 2048, 32768, 131072)),
+    }
+
+
+KEYS = {
+    "ch12_q1_sm_flops": Key(
+        names=("sm_flops_per_s", "tensor_core_flops_per_s"),
+        kind="value",
+        expected=_sm,
+        params={"gpu_name": "h100"},
+        draw=lambda r: {"gpu_name": r.choice(GPUS_WITH_TENSOR_CORES)},
+    ),
+    "ch12_q2_smem_tile": Key(
+        names=("tile_side", "tile_flops_per_byte"),
+        kind="value",
+        rel_tol=1e-6,
+        expected=_tile,
+        params={"gpu_name": "h100", "dtype_bytes": 2},
+        draw=lambda r: {"gpu_name": r.choice(("a100", "h100")), "dtype_bytes": r.choice((1, 2, 4))},
+    ),
+    "ch12_q3_node_vs_cube": Key(
+        names=("node_allgather_s", "cube_allgather_s"),
+        kind="value",
+        expected=_gathers,
+        also=(_gathers_rule_of_thumb,),
+        params={"gpu_name": "h100", "tpu": "tpu-v5p", "v_gib": 1},
+        draw=lambda r: {"gpu_name": r.choice(GPUS), "tpu": r.choice(TPUS_3D), "v_gib": r.choice((2, 4, 8))},
+    ),
+    "ch12_q4_hierarchical": Key(
+        names=("hier_allreduce_s", "scale_out_fraction"),
+        kind="value",
+        expected=_hierarchical,
+        params={"gpu_name": "h100", "v_gib": 1, "n_nodes": 16},
+        draw=lambda r: {"gpu_name": r.choice(GPUS), "v_gib": r.choice((2, 4, 8)), "n_nodes": r.choice((2, 3, 4, 6))},
+    ),
+    "ch12_q5_dp_batch": Key(
+        names=("dp_batch_per_gpu_tokens",),
+        kind="value",
+        expected=lambda gpu_name, n_nodes: {
+            "dp_batch_per_gpu_tokens": gpu.dp_compute_bound_batch_per_gpu(gpu_name, n_nodes)
+        },
+        params={"gpu_name": "h100", "n_nodes": 16},
+        draw=lambda r: {"gpu_name": r.choice(GPUS), "n_nodes": r.choice((2, 3, 4, 6))},
+    ),
+    "ch12_q6_tp_width": Key(
+        names=("tp_min_d_ff",),
+        kind="value",
+        expected=lambda gpu_name, tp: {"tp_min_d_ff": tp * training.compute_bound_batch_per_chip("dp", gpu_name)},
+        params={"gpu_name": "h100", "tp": 8},
+        draw=lambda r: {"gpu_name": r.choice(GPUS), "tp": r.choice((2, 4, 8))},
+    ),
+    "ch12_q7_bound": Key(
+        names=("bound",),
+        kind="choice",
+        choices=CHOICES,
+        expected=lambda gpu_name, n_nodes, batch_per_gpu: gpu.dp_step_bound(gpu_name, n_nodes, batch_per_gpu),
+        params={"gpu_name": "h100", "n_nodes": 16, "batch_per_gpu": 8192},
+        draw=_draw_bound,
+    ),
+}
+
+# The text has no GPU chapter and prints no answer to any of these questions: they are this edition's
+# own, built on the figures of Part 2's Appendix A and NVIDIA's pages (`book_lib.hardware`).
+PRINTED: dict[str, dict[str, float]] = {}
+NOTHING_PRINTED = "the text has no GPU chapter and prints no answer to these questions"
