@@ -74,28 +74,44 @@ def _chunk(sizes, n: int) -> int:
     return sizes[0] * sizes[1]
 
 
-def _ring(**extra) -> dict:
-    """The shared rules of the ring questions: no AllGather, AllReduce, ReduceScatter or AllToAll."""
-    return {"collectives": {**NOT_COLLECTIVE, "collective-permute": PERMUTES}, **extra}
+def _ring_check(inputs, in_specs, reference, block, **extra) -> JaxCheck:
+    """A ring question (Q0, Q2 to Q4): a shard_map of ppermutes, no other collective, no piece larger
+    than one chunk; `extra` adds rules (Q4: `permute_shifts`, data sent each way round the ring)."""
+    return JaxCheck(
+        recorder="sharded",
+        cases=((4, 2, 3), (8, 4, 2)),
+        inputs=inputs,
+        in_specs=in_specs,
+        reference=reference,
+        atol=1e-4,
+        block=block,
+        needs_in_jaxpr=("shard_map", "ppermute"),
+        max_collective_elements=_chunk,
+        collectives={**NOT_COLLECTIVE, "collective-permute": PERMUTES},
+        **extra,
+    )
+
+
+def _allgather_check(**extra) -> JaxCheck:
+    """Q0 and Q4b: A[B, D_X] passed round the ring while multiplying by W[D, F_X]; out[B, F_X]."""
+    return _ring_check(_matmul_inputs, ((None, "X"), (None, "X")), _product, _out_block_bf, **extra)
+
+
+def _reducescatter_check(**extra) -> JaxCheck:
+    """Q2 and Q4a: partial sums of A[B, D_X] W[D_X, F] passed round the ring; out[B, F_X]."""
+    return _ring_check(_reducescatter_inputs, ((None, "X"), ("X", None)), _product, _out_block_bd, **extra)
+
+
+def _out_block_bf(sizes, n: int) -> tuple[int, int]:
+    return (sizes[0], sizes[2])
+
+
+def _out_block_bd(sizes, n: int) -> tuple[int, int]:
+    return (sizes[0], sizes[1])
 
 
 KEYS = {
-    "ch10_q0_allgather_matmul": Key(
-        names=("allgather_matmul",),
-        kind="jax",
-        check=JaxCheck(
-            recorder="sharded",
-            cases=((4, 2, 3), (8, 4, 2)),
-            inputs=_matmul_inputs,
-            in_specs=((None, "X"), (None, "X")),
-            reference=_product,
-            atol=1e-4,
-            block=lambda sizes, n: (sizes[0], sizes[2]),
-            needs_in_jaxpr=("shard_map", "ppermute"),
-            max_collective_elements=_chunk,
-            **_ring(),
-        ),
-    ),
+    "ch10_q0_allgather_matmul": Key(names=("allgather_matmul",), kind="jax", check=_allgather_check()),
     "ch10_q1_allreduce_matmul": Key(
         names=("allreduce_matmul",),
         kind="jax",
@@ -114,69 +130,17 @@ KEYS = {
             max_collective_elements=lambda sizes, n: sizes[0] * n * sizes[2] // 2,
         ),
     ),
-    "ch10_q2_matmul_reducescatter": Key(
-        names=("matmul_reducescatter",),
-        kind="jax",
-        check=JaxCheck(
-            recorder="sharded",
-            cases=((4, 2, 3), (8, 4, 2)),
-            inputs=_reducescatter_inputs,
-            in_specs=((None, "X"), ("X", None)),
-            reference=_product,
-            atol=1e-4,
-            block=lambda sizes, n: (sizes[0], sizes[1]),
-            needs_in_jaxpr=("shard_map", "ppermute"),
-            max_collective_elements=_chunk,
-            **_ring(),
-        ),
-    ),
+    "ch10_q2_matmul_reducescatter": Key(names=("matmul_reducescatter",), kind="jax", check=_reducescatter_check()),
     "ch10_q3_mlp_block": Key(
         names=("mlp_block",),
         kind="jax",
-        check=JaxCheck(
-            recorder="sharded",
-            cases=((4, 2, 3), (8, 4, 2)),
-            inputs=_block_inputs,
-            in_specs=((None, "X"), (None, "X"), ("X", None)),
-            reference=_block_reference,
-            atol=1e-4,
-            block=lambda sizes, n: (sizes[0], sizes[1]),
-            needs_in_jaxpr=("shard_map", "ppermute"),
-            max_collective_elements=_chunk,
-            **_ring(),
-        ),
+        check=_ring_check(_block_inputs, ((None, "X"), (None, "X"), ("X", None)), _block_reference, _out_block_bd),
     ),
     "ch10_q4a_bidirectional_reducescatter": Key(
-        names=("matmul_reducescatter_bidi",),
-        kind="jax",
-        check=JaxCheck(
-            recorder="sharded",
-            cases=((4, 2, 3), (8, 4, 2)),
-            inputs=_reducescatter_inputs,
-            in_specs=((None, "X"), ("X", None)),
-            reference=_product,
-            atol=1e-4,
-            block=lambda sizes, n: (sizes[0], sizes[1]),
-            needs_in_jaxpr=("shard_map", "ppermute"),
-            max_collective_elements=_chunk,
-            **_ring(permute_shifts=(1, -1)),
-        ),
+        names=("matmul_reducescatter_bidi",), kind="jax", check=_reducescatter_check(permute_shifts=(1, -1))
     ),
     "ch10_q4b_bidirectional_allgather": Key(
-        names=("allgather_matmul_bidi",),
-        kind="jax",
-        check=JaxCheck(
-            recorder="sharded",
-            cases=((4, 2, 3), (8, 4, 2)),
-            inputs=_matmul_inputs,
-            in_specs=((None, "X"), (None, "X")),
-            reference=_product,
-            atol=1e-4,
-            block=lambda sizes, n: (sizes[0], sizes[2]),
-            needs_in_jaxpr=("shard_map", "ppermute"),
-            max_collective_elements=_chunk,
-            **_ring(permute_shifts=(1, -1)),
-        ),
+        names=("allgather_matmul_bidi",), kind="jax", check=_allgather_check(permute_shifts=(1, -1))
     ),
     "ch10_q5_pallas_matmul": Key(
         names=("tiled_matmul",),
