@@ -53,6 +53,14 @@ def test_book_builds_clean_with_warnings_as_errors(tmp_path):
     assert (html / "exercises" / "release" / "ch01_rooflines" / "ch01_rooflines.html").exists()
     assert (html / "_static" / "mathjax" / "tex-mml-chtml.js").exists(), "MathJax is served from the site"
     assert "colab-badge.svg" not in chapter.replace("_images/colab-badge.svg", ""), "the badge image is local"
+    serving = (html / "chapters" / "08_serving_llama3.html").read_text()
+    assert '<table class="calculator">' in serving and "Live calculator: run this cell" in serving, (
+        "a calculator's table"
+    )
+    assert "widget-view" not in serving and "html-manager" not in serving, "no widget, no widget script in the HTML"
+    assert (html / "api" / "gpu.html").exists() and 'id="book_lib.gpu.hierarchical_all_reduce"' in (
+        html / "api" / "gpu.html"
+    ).read_text(), "the reference documents each function"
 
     problems, n_pages = check_site.check(html, ROOT, screenshots=ROOT / "_build" / "site-check")
     assert n_pages >= 30 and not problems, "\n".join(problems[:40])

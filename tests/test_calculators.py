@@ -100,3 +100,24 @@ def test_outside_a_kernel_only_the_table_is_displayed(capsys):
 def test_bad_settings_are_refused_by_name(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_in_a_kernel_the_cell_shows_the_live_widget_then_the_table():
+    """Executed as Jupyter and Colab execute it: the widget's models live in the kernel, the table beside it."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("import book_lib\nbook_lib.calculators.collective_calculator(op='all_reduce')")
+    ]
+    NotebookClient(nb, timeout=60, kernel_name="python3").execute()
+    live, static = (o["data"] for o in nb.cells[0].outputs)
+    model_id = live["application/vnd.jupyter.widget-view+json"]["model_id"]
+    models = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    assert models[model_id]["model_name"] == "VBoxModel"
+    sliders = [m["state"] for m in models.values() if m["model_name"] == "SelectionSliderModel"]
+    assert {s["description"] for s in sliders} == {"array V (MB)", "devices N"}
+    assert live["text/markdown"] == calculators.LIVE_NOTE
+    assert static["text/html"].startswith('<table class="calculator"><caption>Time of one collective')
+    assert "collective all_reduce" in static["text/plain"]
