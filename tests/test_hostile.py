@@ -334,6 +334,52 @@ def test_a_sleeping_submission_is_bounded_as_a_whole(sleepy):
     assert sum(s for s, _ in scores.values()) < sum(t for _, t in scores.values()), "cells past the limit are not run"
 
 
+# Rebinds the book_lib helpers a key might call, so that any check run in the kernel would agree.
+REBINDS_HELPERS = """
+import book_lib, importlib
+for _name in ("roofline", "collectives", "gpu", "inference", "training", "hardware"):
+    _module = importlib.import_module(f"book_lib.{_name}")
+    for _attr in dir(_module):
+        if callable(getattr(_module, _attr)) and not _attr.startswith("_"):
+            setattr(_module, _attr, lambda *a, **k: 0.0)
+"""
+
+# The value and choice assignments of chapters 7 to 12: each in-kernel cheat, on answers that are all wrong.
+CHEATS = ("ch07_inference", "ch08_serving_llama3", "ch09_profiling", "ch12_gpus")
+
+
+@pytest.mark.parametrize("assignment", CHEATS)
+def test_cheats_in_the_kernel_gain_nothing_on_later_assignments(assignment, tmp_path):
+    # 10 s a cell: a kernel with shadowed builtins stalls until the limit (it costs time, not points)
+    course = Course(tmp_path, [assignment], cell_timeout_s=10, seed=SEED)
+    values = course.values[assignment]
+    keys, wrong = keys_for(assignment), _wrong_answers(assignment, values)
+    students = {
+        "wrong": wrong,
+        "shadows_builtins": _with_attack(wrong, SHADOW_BUILTINS, assignment),
+        "rebinds_helpers": _with_attack(wrong, REBINDS_HELPERS, assignment),
+        "blanks_later_cells": _with_attack(wrong, BLANKS_LATER_CELLS, assignment),
+    }
+    choices = [g for g, k in keys.items() if k.kind == "choice"]
+    if choices:
+        g = choices[0]
+        wrong_choice = next(c for c in keys[g].choices if c != keys[g].answer(values.get(g)))
+        students["any_string"] = {
+            **_with_attack(wrong, ANY_STRING, assignment),
+            g + "_answer": f"{keys[g].names[0]} = _Anything({wrong_choice!r})",
+        }
+    for student, answers in students.items():
+        course.submit(assignment, student, answers)
+    course.submit(assignment, "deletes_tests", wrong, edit=_delete_test_cells)
+    done = course.autograde(assignment)
+    assert done.returncode == 0, done.stderr[-3000:]
+    scores = course.scores(assignment)
+    assert set(scores) == {*students, "deletes_tests"}
+    for student in scores:
+        assert set(scores[student]) == set(keys), (student, scores[student])
+        assert _total(scores, student) == 0, (student, scores[student])
+
+
 JAX_ATTACKS = {
     "ch03_sharding": {
         "ch03_q9a_matmul_all_reduce": "def matmul_all_reduce(a, b):\n    return jnp.matmul(a, b, out_sharding=jax.P())",
