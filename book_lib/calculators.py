@@ -230,7 +230,8 @@ def _powers_of_two(low: int, high: int) -> tuple[int, ...]:
 
 # ----- the four calculators --------------------------------------------------------------------------
 
-_MATMUL_DTYPE_BYTES = {"bf16": 2, "int8": 1}
+# The dtypes a chip has a matmul peak for (`checks.DTYPES`), at their sizes in `inference.WEIGHT_BYTES`.
+_MATMUL_DTYPE_BYTES = {name: inference.WEIGHT_BYTES[name] for name in checks.DTYPES}
 
 
 def _roofline_rows(chip: str, dtype: str, batch: int, d_model: int, d_ff: int) -> list[Row]:
