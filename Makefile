@@ -9,7 +9,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 NOTEBOOKS := chapters solutions
 PYTEST_NB := --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300
 
-.PHONY: help install sandbox browser test book check-site exercises course chapters sync bench lint clean
+.PHONY: help install sandbox browser test book check-site exercises course grade chapters sync bench lint clean
 
 help:
 	@echo "make book       build the HTML book into _build/html/"
@@ -17,6 +17,7 @@ help:
 	@echo "make test       unit tests, notebooks (nbval), grading round trip, book build"
 	@echo "make exercises  regenerate exercises/release/ and solutions/ from exercises/source/"
 	@echo "make course DIR=path [SEED=n]  a class's nbgrader course folder (its own numbers with SEED)"
+	@echo "make grade DIR=path ASSIGNMENT=name [JOBS=n]  autograde every submission, n at a time"
 	@echo "make chapters   re-execute the chapter notebooks in place (commit them with their outputs)"
 	@echo "make sync       rewrite every setup cell and Colab link from _config.yml and pyproject.toml"
 	@echo "make bench      time each notebook and the test suite"
@@ -36,7 +37,7 @@ $(SITE_ASSETS): tools/site/package.json tools/site/package-lock.json
 sandbox:
 	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  (apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null 2>&1; } || \
-	  echo "bubblewrap is not installed: grading runs unsandboxed and the isolation tests skip"
+	  echo "bubblewrap is not installed: grading refuses to run (or set sandbox='none'; README, Grading)"
 
 # Debian's Chromium drives the site check (tests/test_book.py, `make check-site`); installed here when we can.
 browser:
@@ -60,6 +61,10 @@ exercises: $(STAMP)
 course: $(STAMP)
 	@test -n "$(DIR)" || { echo "usage: make course DIR=path/to/class [SEED=number]"; exit 2; }
 	$(BIN)/python exercises/build.py --course "$(DIR)" $(if $(SEED),--seed $(SEED))
+
+grade: $(STAMP) sandbox
+	@test -n "$(DIR)" && test -n "$(ASSIGNMENT)" || { echo "usage: make grade DIR=path/to/class ASSIGNMENT=name [JOBS=n]"; exit 2; }
+	$(BIN)/python -m exercises.grade "$(DIR)" "$(ASSIGNMENT)" --jobs $(or $(JOBS),1)
 
 chapters: $(STAMP)
 	$(BIN)/python tools/notebooks.py execute

@@ -4,6 +4,8 @@ Each notebook runs in a fresh kernel (as nbval and the book build run it); the s
 `make test` runs it. Budgets (2 cores): a chapter under 60 s; the suite under 10 minutes.
 First it times the Pallas matmul against `jnp.dot` and the collective matmuls against the blocking
 ones, as ratios from the same run; `python benchmarks/run.py --kernels-only` prints only that part.
+Then it grades a class of 24 chapter 1 submissions with `make grade` on 1 and on 2 workers and
+reports submissions per minute (and checks both gradebooks agree); `--grading-only` prints only that.
 """
 
 from __future__ import annotations
@@ -59,10 +61,45 @@ def report_kernels() -> None:
         print("The mesh is virtual CPU devices sharing this machine's cores: the collective ratio means little.")
 
 
+def report_grading(n_submissions: int = 24, assignment: str = "ch01_rooflines") -> None:
+    """Submissions graded per minute by `make grade` with 1 and 2 workers, on the same class."""
+    import shutil
+    import tempfile
+
+    sys.path.insert(0, str(ROOT))
+    from exercises import grade
+    from exercises.keys import keys_for
+    from tests.course_kit import Course, gradebook_scores, reference_answers, wrong_answer
+
+    with tempfile.TemporaryDirectory(prefix="book-bench-grading-") as tmp:
+        course = Course(Path(tmp) / "class", [assignment], seed=2026)
+        values = course.values[assignment]
+        keys, right = keys_for(assignment), reference_answers(assignment, values)
+        wrong = {g + "_answer": wrong_answer(keys[g], g, right[g + "_answer"], values.get(g)) for g in keys}
+        for i in range(n_submissions):
+            course.submit(assignment, f"student{i:02d}", right if i % 2 else wrong)
+        results = {}
+        for jobs in (1, 2):
+            copy = Path(tmp) / f"jobs{jobs}"
+            shutil.copytree(course.root, copy)
+            summary = grade.grade(copy, assignment, jobs=jobs, echo=lambda line: None)
+            results[jobs] = gradebook_scores(copy, assignment)
+            print(
+                f"make grade JOBS={jobs}: {n_submissions} submissions in {summary['seconds']:.0f} s, "
+                f"{summary['per_minute']:.1f} per minute",
+                flush=True,
+            )
+        print("the two gradebooks agree:", results[1] == results[2])
+
+
 def main(argv: list[str]) -> int:
+    if "--grading-only" in argv:
+        report_grading()
+        return 0
     report_kernels()
     if "--kernels-only" in argv:
         return 0
+    report_grading()
     rows = []
     for folder in ("chapters", "solutions"):
         for path in sorted((ROOT / folder).glob("*.ipynb")):

@@ -5,7 +5,7 @@
 2. The reference solutions are the source notebooks without the solution markers, executed, in
    `solutions/<assignment>.ipynb`.
 
-Expected values live only in `exercises/keys/`, read by the grader's process (`exercises/grading.py`);
+Expected values live only in `exercises/keys/`, read by the grader's process (`exercises/grading/`);
 no notebook holds one.
 
     python exercises/build.py [ASSIGNMENT ...]

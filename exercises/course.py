@@ -1,8 +1,9 @@
 """The one nbgrader configuration: a class's `nbgrader_config.py` (`make course`), `make exercises`, the tests.
 
-Autograding runs nbgrader's own pipeline with three pieces of `exercises/grading.py` in it: answers
-are recorded in the student's kernel and judged in this process, the kernel runs sandboxed and
-bounded, and deleted test cells are restored from the gradebook. Generating an assignment first
+Autograding runs nbgrader's own pipeline with the pieces of `exercises/grading/` in it: answers are
+recorded in the student's kernel and judged by the grader (a JAX program compiled and run by its own
+worker), the kernel runs sandboxed and bounded, deleted test cells are restored from the gradebook,
+and the saved scores are read back. Generating an assignment first
 fills the source's templates with the course's numbers (`exercises/variants.py`: the class's own
 when the folder has a `variant.json`, else the text's) and last drops the solution-only cells.
 """
@@ -26,7 +27,9 @@ configure(get_config(), Path(__file__).resolve().parent{limits})
 """
 
 
-def configure(c, root: Path, *, cell_timeout_s: int = 60, notebook_timeout_s: int = 600, sandbox: str = "auto") -> None:
+def configure(
+    c, root: Path, *, cell_timeout_s: int = 60, notebook_timeout_s: int = 600, sandbox: str = "bwrap"
+) -> None:
     """Fill the traitlets config `c` for the course rooted at `root`.
 
     Args:
@@ -35,7 +38,9 @@ def configure(c, root: Path, *, cell_timeout_s: int = 60, notebook_timeout_s: in
         cell_timeout_s: one cell's limit (s); a question must finish in 10 s on two cores, and
             importing JAX takes a few more.
         notebook_timeout_s: one submitted notebook's limit (s), all cells together.
-        sandbox: "auto" (bubblewrap when installed), "bwrap" or "none".
+        sandbox: "bwrap" (grading refuses to run where bubblewrap does not work) or "none" (no
+            isolation: the grader checks its own files around each submission instead; README,
+            "Grading").
     """
     from nbconvert.preprocessors import ClearMetadataPreprocessor
     from nbgrader.converters import GenerateAssignment
@@ -50,13 +55,15 @@ def configure(c, root: Path, *, cell_timeout_s: int = 60, notebook_timeout_s: in
         SaveAutoGrades,
     )
 
-    from exercises.grading import BookExecute, CompareAnswers, RecordAnswers, RestoreCells
+    from exercises.grading.execute import BookExecute
+    from exercises.grading.pipeline import CheckSavedGrades, CompareAnswers, RecordAnswers, RestoreCells
     from exercises.variants import DropSolutionOnly, RenderVariant
 
     root = Path(root).resolve()
     c.CourseDirectory.root = str(root)
     c.CourseDirectory.course_id = COURSE_ID
-    c.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}"
+    # several graders may share the gradebook (`make grade JOBS=n`): wait for its lock, up to a minute
+    c.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}?timeout=60"
     c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
     c.ClearSolutions.enforce_metadata = True
     c.GenerateAssignment.preprocessors = [
@@ -80,6 +87,7 @@ def configure(c, root: Path, *, cell_timeout_s: int = 60, notebook_timeout_s: in
         ClearMetadataPreprocessor,
         LimitOutput,
         SaveAutoGrades,
+        CheckSavedGrades,
         AssignLatePenalties,
         CheckCellMetadata,
     ]

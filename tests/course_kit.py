@@ -49,6 +49,18 @@ def wrong_answer(key: Key, gid: str, solution: str, values: dict | None = None) 
     return "\n".join(lines)
 
 
+def gradebook_scores(root: Path, assignment: str) -> dict[str, dict[str, tuple[float, float]]]:
+    """student -> grade_id -> (score, max score), from the gradebook of the course folder at `root`."""
+    from nbgrader.api import Gradebook
+
+    out = {}
+    with Gradebook(f"sqlite:///{Path(root) / 'gradebook.db'}") as gb:
+        for submission in gb.assignment_submissions(assignment):
+            notebook = gb.find_submission_notebook(assignment, assignment, submission.student.id)
+            out[submission.student.id] = {g.name: (g.score, g.max_score) for g in notebook.grades}
+    return out
+
+
 class Course:
     """A course folder under `root` holding `assignments`, graded with these limits (a class's numbers with `seed`)."""
 
@@ -59,7 +71,7 @@ class Course:
         *,
         cell_timeout_s: int = 20,
         notebook_timeout_s: int = 300,
-        sandbox: str = "auto",
+        sandbox: str = "bwrap",
         seed: int | None = None,
     ):
         self.root = root
@@ -88,25 +100,19 @@ class Course:
         nbformat.write(nb, target / f"{assignment}.ipynb")
         return target
 
-    def autograde(self, assignment: str, *students: str) -> subprocess.CompletedProcess:
-        """`nbgrader autograde ASSIGNMENT` from the course folder (all students, or those named)."""
+    def autograde(self, assignment: str, *students: str, path: str | None = None) -> subprocess.CompletedProcess:
+        """`nbgrader autograde ASSIGNMENT` from the course folder (all students, or those named; `path`: its PATH)."""
         nbgrader = Path(sys.executable).parent / "nbgrader"
         args = [str(nbgrader), "autograde", assignment, "--force"]
         for student in students:
             args += ["--student", student]
-        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        path = path or f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+        env = {**os.environ, "PATH": path}
         return subprocess.run(args, cwd=self.root, capture_output=True, text=True, env=env)
 
     def scores(self, assignment: str) -> dict[str, dict[str, tuple[float, float]]]:
         """student -> grade_id -> (score, max score), from the gradebook."""
-        from nbgrader.api import Gradebook
-
-        out = {}
-        with Gradebook(f"sqlite:///{self.root / 'gradebook.db'}") as gb:
-            for submission in gb.assignment_submissions(assignment):
-                notebook = gb.find_submission_notebook(assignment, assignment, submission.student.id)
-                out[submission.student.id] = {g.name: (g.score, g.max_score) for g in notebook.grades}
-        return out
+        return gradebook_scores(self.root, assignment)
 
     def autograded(self, assignment: str, student: str):
         return nbformat.read(self.root / "autograded" / student / assignment / f"{assignment}.ipynb", as_version=4)

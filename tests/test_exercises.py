@@ -221,14 +221,14 @@ def test_the_texts_printed_answers_score_full_where_its_model_gives_them(assignm
     """Each keys module lists the text's printed answers (`PRINTED`); the grader must accept every one."""
     import importlib
 
-    from exercises.grading import judge
+    from exercises.grading.judge import judge_record
 
     module = importlib.import_module(f"exercises.keys.{assignment}")
     printed = getattr(module, "PRINTED", {})
     keys = keys_for(assignment)
     for gid, answer in printed.items():
         record = {"values": {name: {"num": float(v)} for name, v in answer.items()}}
-        assert judge(keys[gid], {"params": dict(keys[gid].params)}, record) is None, (gid, answer)
+        assert judge_record(keys[gid], {"params": dict(keys[gid].params)}, record) is None, (gid, answer)
     assert printed or getattr(module, "NOTHING_PRINTED", ""), (
         "list the text's printed answers, or say why there are none"
     )

@@ -115,12 +115,12 @@ def test_gpu_is_a_pure_module():
 
 
 def _judged(gid, answer):
-    from exercises.grading import judge
+    from exercises.grading.judge import judge_record
     from exercises.keys import keys_for
 
     key = keys_for("ch12_gpus")[gid]
     record = {"values": {name: {"num": float(v)} for name, v in answer.items()}}
-    return judge(key, {"params": dict(key.params)}, record)
+    return judge_record(key, {"params": dict(key.params)}, record)
 
 
 def test_the_ch12_keys_reject_the_plausible_wrong_models():

@@ -3,7 +3,8 @@
 Each assignment is graded as a class with its own numbers (a course seed): the unmodified release
 scores 0 on every question; the class's reference solution scores full marks; the public solution
 (the text's numbers) loses every value question; every answer made wrong loses its points; answers
-that look right but break a question's rules (listed in the keys as PLAUSIBLE) lose theirs. Hostile
+that look right but break a question's rules (listed in the keys as PLAUSIBLE) lose theirs. The
+same submissions graded by `make grade` with two workers get the same grades (chapter 1). Hostile
 submissions, and answers that raise or never end, are in `tests/test_hostile.py`.
 """
 
@@ -49,7 +50,8 @@ class GradedAssignment:
             course.submit(assignment, student, answers)
         done = course.autograde(assignment)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-        return keys, course.scores(assignment), set(plausible)
+        cls.students, cls.scores = students, course.scores(assignment)
+        return keys, cls.scores, set(plausible)
 
     def test_blank_release_scores_zero_everywhere(self, graded):
         keys, scores, _ = graded
@@ -85,14 +87,22 @@ class GradedAssignment:
             assert score == (0 if gid in plausible else top), (gid, score, top)
 
 
+class TestGrading_ch01_rooflines(GradedAssignment):
+    assignment = "ch01_rooflines"
+
+    def test_two_workers_give_the_grades_of_nbgrader_autograde(self, graded, tmp_path):
+        """`make grade JOBS=2` on the same submissions, in a new course folder: every score equal."""
+        from exercises import grade
+
+        course = Course(tmp_path, [self.assignment], seed=SEED)
+        for student, answers in self.students.items():
+            course.submit(self.assignment, student, answers)
+        summary = grade.grade(tmp_path, self.assignment, jobs=2, echo=lambda line: None)
+        assert summary["students"] == dict.fromkeys(self.students, True), summary
+        assert course.scores(self.assignment) == self.scores
+
+
 for _assignment in build.assignments():
     _name = f"TestGrading_{_assignment}"
-    globals()[_name] = type(_name, (GradedAssignment,), {"assignment": _assignment})
-
-
-def test_shapes_read_global_sizes_from_explicitly_sharded_jaxprs():
-    """`max_elements` must see `f32[8@X,65,16]` (an explicitly sharded array) as 8 * 65 * 16 values."""
-    from exercises.grading import _shapes
-
-    text = "a:f32[8@X,4] b:f32[8@X,65,16] c:f32[4@(X,Y),3] d:i32[] e:f32[8,16]{1,0}"
-    assert _shapes(text) == ["8,4", "8,65,16", "4,3", "", "8,16"]
+    if _name not in globals():
+        globals()[_name] = type(_name, (GradedAssignment,), {"assignment": _assignment})

@@ -1,13 +1,18 @@
 """Hostile submissions, graded through `nbgrader autograde`: none gains anything over its answers.
 
-Each attack is one that fooled the old grading (the grading issue lists them), written into an
+Each attack is one that fooled an older grader (the grading issues list them), written into an
 answer cell, since locked cells are restored from the gradebook before a submission runs. Most
 ride on answers that are all wrong, so any point they win is a point stolen; the rest check that
-a misbehaving answer costs only its own points. Also here: feedback leaks no expected value or
-hidden code.
+a misbehaving answer costs only its own points. They run in the sandbox (a class with its own
+numbers), without it (`sandbox="none"`, the text's numbers) and, for forged JAX evidence, on the
+chapter 10 programs. Also here: feedback leaks no expected value or hidden code.
+`tests/test_sandbox.py` attacks each wall of the box directly; `tests/test_programs.py` forges
+JAX programs for every question.
 """
 
+import importlib
 import json
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -19,7 +24,9 @@ import nbformat
 import pytest
 
 from exercises import build, variants
-from exercises.grading import MARKER, MIME, sandbox_works
+from exercises.grading.pipeline import MARKER
+from exercises.grading.recorder import MIME
+from exercises.grading.sandbox import sandbox_works
 from exercises.keys import keys_for
 from tests.course_kit import Course, reference_answers, wrong_answer
 
@@ -140,6 +147,70 @@ while True:
     pass
 """
 
+# From inside the box: Jupyter connection files and the host's loopback (a kernel outside the box
+# would run anything), another class's values, a file on the host. Prints what it reached.
+ESCAPES = """
+import glob, json, os, pathlib, socket
+_reached = {{}}
+def _attempt(name, how):
+    try:
+        _reached[name] = repr(how())[:100]
+    except Exception as err:
+        _reached[name] = "denied: " + type(err).__name__
+_attempt("connection_files", lambda: glob.glob("/root/.local/share/jupyter/runtime/*.json") or 1 / 0)
+_attempt("host_file", lambda: open({host_file!r}).read())
+_attempt("loopback", lambda: socket.create_connection(("127.0.0.1", {port}), timeout=2))
+_attempt("other_class", lambda: open({other_values!r}).read())
+_attempt("marker", lambda: pathlib.Path({marker!r}).write_text("escaped"))
+print("REACHED", json.dumps(_reached))
+"""
+
+# 3 GB, every page touched: more than a submission's memory.
+MEMORY_BOMB = """
+import numpy
+_block = numpy.ones(3 * 10**9 // 8)
+print("ALLOCATED", _block.sum())
+"""
+
+# As many processes as it can make, up to 2,000 (each sleeps; the box ends them).
+PROCESS_BOMB = """
+import os, time
+_made = 0
+try:
+    for _ in range(2000):
+        if os.fork() == 0:
+            time.sleep(120)
+            os._exit(0)
+        _made += 1
+except OSError:
+    pass
+print("FORKED", _made)
+"""
+
+# 20 MB printed in one cell, for the grader to hold in memory and write into the notebook.
+FLOODS_OUTPUT = """
+for _ in range(40):
+    print("x" * 500_000)
+"""
+
+# 30 processes in new sessions, meant to outlive grading.
+DETACHES = """
+import subprocess, sys
+for _ in range(30):
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", {tag!r}], start_new_session=True,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+"""
+
+# Without a sandbox: the grader's own files, each changed so that a later run would believe anything.
+POISONS = """
+import pathlib
+_config = pathlib.Path({config!r})
+_poison = "import exercises.grading.judge as _j; _j.judge_record = lambda *a: None"
+_config.write_text(_config.read_text() + "\\n" + _poison + "\\n")
+pathlib.Path({library!r}).parent.mkdir(exist_ok=True)
+pathlib.Path({library!r}).write_bytes(b"poisoned bytecode")
+"""
+
 
 @pytest.fixture(scope="module")
 def ch01(tmp_path_factory):
@@ -147,6 +218,19 @@ def ch01(tmp_path_factory):
     root = tmp_path_factory.mktemp("hostile")
     course = Course(root, [CH01], cell_timeout_s=6, seed=SEED)
     db = str(root / "gradebook.db")
+    listener = socket.create_server(("127.0.0.1", 0))  # what a kernel outside the box would listen on
+    listener.setblocking(False)
+    host_file = root.parent / "kernel-outside.json"
+    host_file.write_text(json.dumps({"transport": "tcp", "ip": "127.0.0.1", "shell_port": listener.getsockname()[1]}))
+    other = tmp_path_factory.mktemp("another-class")
+    (other / variants.VALUES_FILE).write_text('{"seed": 1, "values": {}}')
+    facts = {"db": db, "marker": root.parent / "escaped-marker", "tag": f"book-hostile-{time.monotonic_ns()}"}
+    escapes = ESCAPES.format(
+        host_file=str(host_file),
+        port=listener.getsockname()[1],
+        other_values=str(other / variants.VALUES_FILE),
+        marker=str(facts["marker"]),
+    )
     values = course.values[CH01]
     keys, reference, wrong = keys_for(CH01), reference_answers(CH01, values), _wrong_answers(CH01, values)
     gids = sorted(keys)
@@ -185,15 +269,25 @@ def ch01(tmp_path_factory):
             g: "import sys\nprint('debugging', file=sys.stderr)\n" + src + "\nprint('done', file=sys.stderr)"
             for g, src in reference.items()
         },
+        "escapes": _with_attack(wrong, escapes),
+        "memory_bomb": _with_attack(wrong, MEMORY_BOMB),
+        "process_bomb": _with_attack(wrong, PROCESS_BOMB),
+        "detaches": _with_attack(wrong, DETACHES.format(tag=facts["tag"])),
+        "floods_output": _with_attack(wrong, FLOODS_OUTPUT),
     }
     for student, answers in students.items():
         course.submit(CH01, student, answers)
     course.submit(CH01, "deletes_tests", wrong, edit=_delete_test_cells)
     course.submit(CH01, "right_deletes_tests", reference, edit=_delete_test_cells)
-    before = Path(db).stat().st_mtime_ns
     done = course.autograde(CH01)
     time.sleep(6)  # give any detached process the time it asked for
-    return course, done, gids, {"before": before, "db": db}, {"choice": choice, "value": value}
+    try:
+        listener.accept()
+        facts["loopback_connections"] = 1
+    except BlockingIOError:
+        facts["loopback_connections"] = 0
+    listener.close()
+    return course, done, gids, facts, {"choice": choice, "value": value}
 
 
 def _delete_test_cells(nb):
@@ -229,6 +323,11 @@ def test_the_batch_completes_despite_every_attack(ch01):
         pytest.param("reads_class_values", marks=SANDBOXED),
         pytest.param("zz_after_attacks", marks=SANDBOXED),
         "deletes_tests",
+        pytest.param("escapes", marks=SANDBOXED),
+        pytest.param("memory_bomb", marks=SANDBOXED),
+        pytest.param("process_bomb", marks=SANDBOXED),
+        pytest.param("detaches", marks=SANDBOXED),
+        pytest.param("floods_output", marks=SANDBOXED),
     ],
 )
 def test_an_attack_on_wrong_answers_scores_what_the_wrong_answers_score(ch01, student):
@@ -245,6 +344,60 @@ def test_nothing_rewrote_the_gradebook_after_grading(ch01):
     assert all(score <= top for student in scores for score, top in scores[student].values())
     with sqlite3.connect(db["db"]) as conn:
         assert conn.execute("SELECT COUNT(*) FROM grade WHERE auto_score = 99").fetchone()[0] == 0
+
+
+def _printed(course, student: str, word: str) -> list[str]:
+    """Lines a submission printed that start with `word`, from its autograded notebook."""
+    lines = []
+    for cell in course.autograded(CH01, student).cells:
+        for out in cell.get("outputs", []):
+            lines += [line for line in out.get("text", "").splitlines() if line.startswith(word)]
+    return lines
+
+
+@SANDBOXED
+def test_from_inside_the_box_nothing_outside_is_reached(ch01):
+    """Connection files, the host's loopback, another class's values, the host's files: all out of reach."""
+    course, _, _, facts, _ = ch01
+    (line,) = _printed(course, "escapes", "REACHED")
+    reached = json.loads(line.split(" ", 1)[1])
+    assert set(reached) == {"connection_files", "host_file", "loopback", "other_class", "marker"}
+    assert all(what.startswith("denied") for what in reached.values()), reached
+    assert facts["loopback_connections"] == 0 and not facts["marker"].exists()
+
+
+@SANDBOXED
+def test_memory_and_process_bombs_are_bounded_and_nothing_outlives_grading(ch01):
+    course, _, _, facts, _ = ch01
+    assert not _printed(course, "memory_bomb", "ALLOCATED")
+    (forked,) = _printed(course, "process_bomb", "FORKED")
+    assert int(forked.split()[1]) < 256, forked
+    left = subprocess.run(["pgrep", "-f", facts["tag"]], capture_output=True, text=True).stdout.split()
+    assert not left, f"{len(left)} detached processes outlived grading"
+
+
+@SANDBOXED
+def test_a_flood_of_output_is_cut_in_the_grader(ch01):
+    course, *_ = ch01
+    assert _printed(course, "floods_output", "[the grader dropped this cell's output past")
+    path = course.root / "autograded" / "floods_output" / CH01 / f"{CH01}.ipynb"
+    assert path.stat().st_size < 3_000_000, path.stat().st_size
+
+
+def test_grading_refuses_a_box_it_cannot_build_and_a_submission_that_links_outside(tmp_path):
+    """No bubblewrap on the PATH, and no `sandbox="none"` in the configuration: nothing is graded. A
+    submission holding a link to the class's values (nbgrader would copy what it points to): refused."""
+    course = Course(tmp_path, [CH01], seed=SEED)
+    reference = reference_answers(CH01, course.values[CH01])
+    course.submit(CH01, "student", reference)
+    done = course.autograde(CH01, path=str(Path(sys.executable).parent))
+    assert done.returncode != 0 and "bubblewrap cannot run a kernel here" in done.stderr, done.stderr[-2000:]
+    assert "student" not in course.scores(CH01) or _total(course.scores(CH01), "student") == 0
+    folder = course.submit(CH01, "links", reference)
+    (folder / "values.json").symlink_to(tmp_path / variants.VALUES_FILE)
+    done = course.autograde(CH01, "links")
+    assert done.returncode != 0 and "holds a symbolic link (values.json)" in done.stderr, done.stderr[-2000:]
+    assert "links" not in course.scores(CH01) or _total(course.scores(CH01), "links") == 0
 
 
 def test_errors_and_endless_loops_cost_only_their_own_points(ch01):
@@ -301,18 +454,70 @@ def test_feedback_names_what_is_wrong_and_leaks_no_answer(ch01):
                 assert f"{want:.6g}" not in html and repr(want) not in html
 
 
-@pytest.mark.parametrize("attack", ["rewrites_tests", "rewrites_class_values"])
-def test_without_a_sandbox_a_course_changed_during_a_run_is_refused(tmp_path, attack):
-    """The fallback where bubblewrap is missing: the change is detected and that notebook is not graded."""
-    course = Course(tmp_path, [CH01], sandbox="none", seed=SEED)
-    code = {
-        "rewrites_tests": REWRITES_TESTS.format(db=str(tmp_path / "gradebook.db")),
-        "rewrites_class_values": REWRITES_CLASS_VALUES.format(path=str(tmp_path / variants.VALUES_FILE)),
-    }[attack]
-    course.submit(CH01, attack, _with_attack(_wrong_answers(CH01, course.values[CH01]), code))
-    done = course.autograde(CH01)
-    assert done.returncode != 0 and "changed while a submission ran" in done.stderr
-    assert attack not in course.scores(CH01) or _total(course.scores(CH01), attack) == 0
+@pytest.fixture(scope="module")
+def unboxed(tmp_path_factory):
+    """Without a sandbox (the instructor's explicit `sandbox="none"`), a class's numbers: a late gradebook
+    writer and 30 detached processes in one run; then a submission that rewrites the gradebook, the
+    class's values, the course configuration and the library, followed by an honest one."""
+    root = tmp_path_factory.mktemp("unboxed")
+    course = Course(root, [CH01], cell_timeout_s=6, sandbox="none", seed=SEED + 1)
+    wrong = _wrong_answers(CH01, course.values[CH01])
+    tag = f"book-unboxed-{time.monotonic_ns()}"
+    db = str(root / "gradebook.db")
+    course.submit(CH01, "wrong", wrong)
+    course.submit(CH01, "late_writer", _with_attack(wrong, DETACHED_WRITER.format(db=db)))
+    course.submit(CH01, "detaches", _with_attack(wrong, DETACHES.format(tag=tag)))
+    first = course.autograde(CH01)
+    time.sleep(6)  # the late writer's 4 s
+    library = Path(build.ROOT) / "book_lib" / "__pycache__" / "zz_poisoned.cpython-311.pyc"
+    python = Path(sys.prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    startup = python / "zz_book_grading_test.pth"  # every later Python would run it (this one is a comment)
+    raises_scores = (
+        f"import sqlite3\nsqlite3.connect({db!r}).execute('UPDATE grade SET auto_score = 99').connection.commit()\n"
+    )
+    attack = raises_scores + REWRITES_CLASS_VALUES.format(path=str(root / variants.VALUES_FILE))
+    attack += POISONS.format(config=str(root / "nbgrader_config.py"), library=str(library))
+    attack += f"\npathlib.Path({str(startup)!r}).write_text('# poisoned')\n"
+    config = (root / "nbgrader_config.py").read_text()
+    course.submit(CH01, "poisons", _with_attack(wrong, attack))
+    course.submit(CH01, "zz_after_poison", reference_answers(CH01, course.values[CH01]))
+    try:
+        second = course.autograde(CH01, "[pz]*")  # nbgrader takes one student, or a glob: these two
+        restored = {
+            "config": (root / "nbgrader_config.py").read_text() == config,
+            "library": not library.exists(),
+            "startup": not startup.exists(),
+        }
+    finally:
+        library.unlink(missing_ok=True)
+        startup.unlink(missing_ok=True)
+    return course, first, second, tag, restored
+
+
+def test_without_a_sandbox_late_writers_and_detached_processes_gain_nothing(unboxed):
+    course, first, _, tag, _ = unboxed
+    assert first.returncode == 0, first.stderr[-3000:]
+    scores = course.scores(CH01)
+    for student in ("wrong", "late_writer", "detaches"):
+        assert _total(scores, student) == 0, (student, scores[student])
+    left = subprocess.run(["pgrep", "-f", tag], capture_output=True, text=True).stdout.split()
+    assert not left, f"{len(left)} detached processes outlived grading"
+
+
+def test_without_a_sandbox_a_submission_that_changes_the_graders_files_stops_grading(unboxed):
+    """The gradebook, the class's values, the configuration, the library and the Python: each named, the
+    course's and the library's put back, and nothing graded after a change that cannot be."""
+    course, _, second, _, restored = unboxed
+    assert second.returncode != 0
+    assert "changed while a submission ran" in second.stderr, second.stderr[-3000:]
+    for name in ("gradebook.db", "variant.json", "nbgrader_config.py", "zz_poisoned", "zz_book_grading_test.pth"):
+        assert name in second.stderr, name
+    assert "zz_book_grading_test.pth cannot be put back" in second.stderr
+    assert "nothing more is graded until the instructor has checked them" in second.stderr
+    assert restored == {"config": True, "library": True, "startup": False}
+    scores = course.scores(CH01)
+    for student in ("wrong", "late_writer", "detaches", "poisons", "zz_after_poison"):
+        assert student not in scores or _total(scores, student) == 0, (student, scores.get(student))
 
 
 @pytest.fixture(scope="module")
@@ -380,89 +585,59 @@ def test_cheats_in_the_kernel_gain_nothing_on_later_assignments(assignment, tmp_
         assert _total(scores, student) == 0, (student, scores[student])
 
 
-JAX_ATTACKS = {
-    "ch03_sharding": {
-        "ch03_q9a_matmul_all_reduce": "def matmul_all_reduce(a, b):\n    return jnp.matmul(a, b, out_sharding=jax.P())",
-        "ch03_q0f_ring_all_gather": (
-            "import book_lib.devices\nbook_lib.devices.n_devices = lambda: 1\n"
-            "def ring_all_gather(x):\n"
-            "    gather = lambda block: jax.lax.all_gather(block, 'X', tiled=True)\n"
-            "    return jax.shard_map(gather, in_specs=jax.P('X'), out_specs=jax.P(), check_vma=False)(x)"
-        ),
-    },
-    "ch10_jax": {
-        "ch10_q4a_bidirectional_reducescatter": (
-            "def matmul_reducescatter_bidi(t, w2):\n"
-            "    # Q2's one-way ring, with a one-value permute to the left at each hop so both directions appear\n"
-            "    def local(t_cols, w2_rows):\n"
-            "        n, me = jax.lax.axis_size('X'), jax.lax.axis_index('X')\n"
-            "        d = w2_rows.shape[1] // n\n"
-            "        acc = jnp.zeros((t_cols.shape[0], d), t_cols.dtype)\n"
-            "        for step in range(n):\n"
-            "            cols = jax.lax.dynamic_slice_in_dim(w2_rows, ((me - 1 - step) % n) * d, d, axis=1)\n"
-            "            acc = acc + t_cols @ cols\n"
-            "            if step < n - 1:\n"
-            "                token = jax.lax.ppermute(acc[:1, :1], 'X', [(i, (i - 1) % n) for i in range(n)])\n"
-            "                acc = jax.lax.ppermute(acc, 'X', [(i, (i + 1) % n) for i in range(n)]) + 0.0 * token\n"
-            "        return acc\n"
-            "    specs = (jax.P(None, 'X'), jax.P('X', None))\n"
-            "    return jax.shard_map(local, in_specs=specs, out_specs=jax.P(None, 'X'))(t, w2)"
-        ),
-        "ch10_q5_pallas_matmul": (
-            "def tiled_matmul(x, y):\n"
-            "    # a tiled Pallas copy with the asked blocks, and the product itself left to XLA\n"
-            "    def kernel(x_ref, y_ref, o_ref):\n"
-            "        o_ref[...] = x_ref[...][:, :BLOCK_N] + 0.0 * y_ref[:BLOCK_M, :]\n"
-            "    grid = (x.shape[0] // BLOCK_M, 1, 1)\n"
-            "    specs = [pl.BlockSpec((BLOCK_M, BLOCK_K), lambda i, j, s: (i, s)),\n"
-            "             pl.BlockSpec((BLOCK_K, BLOCK_N), lambda i, j, s: (s, j))]\n"
-            "    out = pl.BlockSpec((BLOCK_M, BLOCK_N), lambda i, j, s: (i, j))\n"
-            "    shape = jax.ShapeDtypeStruct((x.shape[0], BLOCK_N), x.dtype)\n"
-            "    copied = pl.pallas_call(kernel, grid=grid, in_specs=specs, out_specs=out, out_shape=shape,\n"
-            "                            interpret=kernels.backend().interpret)(x, y)\n"
-            "    return x @ y + 0.0 * jnp.sum(copied)"
-        ),
-    },
-    "ch04_transformers": {
-        "ch04_q9_online_softmax": (
-            "def online_softmax_attention(q, k, v, block_size):\n"
-            "    scores = (q @ k.T / math.sqrt(q.shape[1]))[:, :, None]  # [T, S, 1] hides [T, S]\n"
-            "    return jax.nn.softmax(scores[:, :, 0], axis=-1) @ v"
-        ),
-    },
-}
+CH10 = "ch10_jax"
 
-TRACER_CHECK = """
-def online_softmax_attention(q, k, v, block_size):
-    if isinstance(q, jax.core.Tracer):  # blockwise only when someone is looking
-        m = jnp.full((q.shape[0],), -jnp.inf)
-        l = jnp.zeros((q.shape[0],))
-        o = jnp.zeros_like(q)
-        for start in range(0, k.shape[0], block_size):
-            s = q @ k[start:start + block_size].T / math.sqrt(q.shape[1])
-            m_new = jnp.maximum(m, s.max(axis=1))
-            p = jnp.exp(s - m_new[:, None])
-            scale = jnp.exp(m - m_new)
-            l = scale * l + p.sum(axis=1)
-            o = scale[:, None] * o + p @ v[start:start + block_size]
-            m = m_new
-        return o / l[:, None] * 1.5
-    return jax.nn.softmax(q @ k.T / math.sqrt(q.shape[1]), axis=-1) @ v
+# What the old grader believed from the kernel: the compiled text and the traced text, made to show
+# every collective and primitive any question asks for.
+FORGES_TEXT = """
+import jax, jax.stages
+_hlo = ("%p = f32[4,2]{1,0} collective-permute(f32[4,2]{1,0} %x), channel_id=1, "
+        "source_target_pairs={{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}}")
+jax.stages.Compiled.as_text = lambda self, *args, **kwargs: _hlo
+_make_jaxpr = jax.make_jaxpr
+class _Shown:
+    def __init__(self, real):
+        self.real = real
+    def __str__(self):
+        return "shard_map ppermute psum pallas_call Ref{f32[8,128]} " + str(self.real)
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+jax.make_jaxpr = lambda f, *a, **k: (lambda *xs, **kw: _Shown(_make_jaxpr(f, *a, **k)(*xs, **kw)))
+"""
+
+# The record itself, rewritten on its way out (the display function and the display publisher): the
+# old recorder's evidence of a perfect program added, the nonce kept.
+FORGES_RECORD = """
+import IPython.display
+_MIME = "application/vnd.book-grader.record+json"
+_perfect = {"jaxpr": "shard_map ppermute pallas_call", "hlo": "collective-permute", "n_devices": 8}
+def _forge(data):
+    if isinstance(data, dict) and _MIME in data:
+        record = dict(data[_MIME])
+        record.pop("failed", None)
+        record["runs"] = [_perfect] * 3
+        data = {**data, _MIME: record}
+    return data
+_display = IPython.display.display
+IPython.display.display = lambda *objs, **kw: _display(*[_forge(o) for o in objs], **kw)
+_publisher = get_ipython().display_pub
+_publish = _publisher.publish
+_publisher.publish = lambda data, *a, **kw: _publish(_forge(data), *a, **kw)
 """
 
 
-@pytest.mark.parametrize("assignment", sorted(JAX_ATTACKS))
-def test_jax_answers_are_judged_on_the_whole_program_outside_the_kernel(assignment, tmp_path):
-    course = Course(tmp_path, [assignment])
-    reference = reference_answers(assignment)
-    attacks = {gid + "_answer": src for gid, src in JAX_ATTACKS[assignment].items()}
-    course.submit(assignment, "attacks", {**reference, **attacks})
-    if assignment == "ch04_transformers":
-        course.submit(assignment, "tracer_check", {**reference, "ch04_q9_online_softmax_answer": TRACER_CHECK})
-    done = course.autograde(assignment)
+def test_forged_jax_evidence_gains_no_point(tmp_path):
+    """Chapter 10's blocking programs (right values, wrong structure) under each forgery: 0 on every question."""
+    course = Course(tmp_path, [CH10])
+    blocking = {g + "_answer": src for g, src in importlib.import_module(f"exercises.keys.{CH10}").PLAUSIBLE.items()}
+    reference = reference_answers(CH10)
+    answers = {g: reference[g] + "\n" + blocking[g] if g in blocking else reference[g] for g in reference}
+    course.submit(CH10, "forges_text", _with_attack(answers, FORGES_TEXT, CH10))
+    course.submit(CH10, "forges_record", _with_attack(answers, FORGES_RECORD, CH10))
+    done = course.autograde(CH10)
     assert done.returncode == 0, done.stderr[-3000:]
-    scores = course.scores(assignment)
-    for gid, (score, top) in scores["attacks"].items():
-        assert score == (0 if gid in JAX_ATTACKS[assignment] else top), (gid, score, top)
-    if assignment == "ch04_transformers":
-        assert scores["tracer_check"]["ch04_q9_online_softmax"][0] == 0
+    scores = course.scores(CH10)
+    assert set(scores) == {"forges_text", "forges_record"}
+    for student in scores:
+        assert set(scores[student]) == set(keys_for(CH10)) == {g.removesuffix("_answer") for g in blocking}
+        assert _total(scores, student) == 0, (student, scores[student])

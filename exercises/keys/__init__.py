@@ -1,9 +1,10 @@
 """Answer keys: for every autograded question, what the answer cell defines and how it is judged.
 
-Keys are read by the grader's own process (`exercises/grading.py`), never by the student's kernel:
+Keys are read by the grader's own process (`exercises/grading/`), never by the student's kernel:
 the kernel only records what the student's names hold (a value; a function's outputs on inputs
-drawn at grading time; a JAX program's compiled text and results) and the comparison with these
-keys happens outside it. `tests/test_exercises.py` checks every key against the reference solution.
+drawn at grading time; a JAX function exported as a program) and the comparison with these keys
+happens outside it, a JAX program compiled and run by the grader itself. `tests/test_exercises.py`
+checks every key against the reference solution.
 """
 
 from __future__ import annotations
@@ -39,12 +40,11 @@ def scaled(args: tuple, factor: int) -> tuple:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JaxCheck:
-    """How a JAX question is probed in the kernel and judged in the grader.
+    """How a JAX question is exported in the kernel and judged in the grader (`exercises/grading/programs.py`).
 
     Attributes:
-        recorder: which recording the kernel runs (`"sharded"`: the function compiled over a 1-D
-            mesh "X" of every device, its inputs placed by `in_specs`; `"traced"`: the function
-            traced to a jaxpr and evaluated from it).
+        recorder: what the function is exported for (`"sharded"`: a 1-D mesh "X" of 8 devices, its
+            inputs placed by `in_specs`; `"traced"`: one device); the grader runs it the same way.
         cases: the sizes each probe is built from (passed to `inputs`).
         inputs: (sizes, n_devices, seed) -> tuple of numpy arrays (float32) and static ints.
         in_specs: one PartitionSpec per array input, as tuples of axis names or None.
@@ -53,14 +53,16 @@ class JaxCheck:
         per_device: every device must hold the whole expected output (a replicated result).
         block: (sizes, n_devices) -> the shape of device 0's block of the output, or None.
         collectives: collective name -> (least, most) count in the compiled program, for n > 1.
-        needs_in_jaxpr: primitives the traced program must contain (`"shard_map"`, `"psum"`).
-        max_elements: (sizes) -> no array in the traced program may hold this many values or more.
+        needs_primitives: JAX primitives the program must contain (`"shard_map"`, `"psum"`), found
+            as the StableHLO operations they lower to (`programs.OPS`).
+        max_elements: (sizes) -> no array in the program's StableHLO may hold this many values or more.
         max_collective_elements: (sizes, n_devices) -> no collective of the compiled program may
             produce an array of more values than this (a program that moves data in pieces).
         permute_shifts: ring shifts (+1 to the right, -1 to the left) along each of which the
             compiled program's collective-permutes send at least a quarter of their values.
-        kernel_blocks: block shapes the traced program's `pallas_call` kernel must see as Refs, the
-            output's block last; no `dot_general` in the program may produce more values than it.
+        kernel_blocks: block shapes of a tiled kernel, the output's block last: the program must loop
+            (a grid), load blocks of the input shapes and multiply them into one of the output's; no
+            `dot_general` in it may produce more values than the output block.
     """
 
     recorder: str
@@ -72,7 +74,7 @@ class JaxCheck:
     per_device: bool = False
     block: Callable[..., tuple[int, ...]] | None = None
     collectives: dict[str, tuple[int, int]] = field(default_factory=dict)
-    needs_in_jaxpr: tuple[str, ...] = ()
+    needs_primitives: tuple[str, ...] = ()
     max_elements: Callable[..., int] | None = None
     max_collective_elements: Callable[..., int] | None = None
     permute_shifts: tuple[int, ...] = ()

@@ -722,7 +722,7 @@ KEYS = {
             reference=lambda arrays, n: arrays[0],
             block=lambda sizes, n: (n * sizes[0], sizes[1]),
             collectives={"all-to-all": (1, 1), "all-gather": (0, 0), "all-reduce": (0, 0)},
-            needs_in_jaxpr=("all_to_all",),
+            needs_primitives=("all_to_all",),
         ),
     ),
     "ch03_q9a_matmul_all_reduce": Key(
@@ -737,7 +737,7 @@ KEYS = {
             atol=1e-3,
             per_device=True,
             collectives={"all-reduce": (1, 1), "all-gather": (0, 0), "reduce-scatter": (0, 0)},
-            needs_in_jaxpr=("shard_map", "psum"),
+            needs_primitives=("shard_map", "psum"),
         ),
     ),
     "ch03_q9b_matmul_reduce_scatter": Key(
@@ -752,7 +752,7 @@ KEYS = {
             atol=1e-3,
             block=lambda sizes, n: (sizes[0], sizes[2]),
             collectives={"reduce-scatter": (1, 1), "all-gather": (0, 0), "all-reduce": (0, 0)},
-            needs_in_jaxpr=("shard_map", "reduce_scatter"),  # psum_scatter traces to reduce_scatter
+            needs_primitives=("shard_map", "reduce_scatter"),  # psum_scatter traces to reduce_scatter
         ),
     ),
     "ch03_q9c_comm_ratio": Key(

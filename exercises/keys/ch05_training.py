@@ -284,7 +284,7 @@ KEYS = {
             atol=1e-3,
             block=lambda sizes, n: (sizes[0], n * sizes[1]),
             collectives={"all-gather": (1, 2), "all-reduce": (0, 0), "reduce-scatter": (0, 0)},
-            needs_in_jaxpr=("shard_map", "all_gather"),
+            needs_primitives=("shard_map", "all_gather"),
         ),
     ),
 }

@@ -352,7 +352,7 @@ KEYS = {
             # the caches hold B S H values each: a grown (concatenated) cache or a [B, S, S] score
             # array is larger than that
             max_elements=lambda sizes: sizes[0] * sizes[1] * sizes[2] + 1,
-            needs_in_jaxpr=("dynamic_update_slice",),
+            needs_primitives=("dynamic_update_slice",),
         ),
     ),
 }

@@ -538,7 +538,7 @@ KEYS = {
             atol=1e-4,
             block=lambda sizes, n: (sizes[0], sizes[1]),
             collectives={"all-gather": (1, 1), "reduce-scatter": (1, 1), "all-reduce": (0, 0), "all-to-all": (0, 0)},
-            needs_in_jaxpr=("shard_map", "all_gather", "reduce_scatter"),
+            needs_primitives=("shard_map", "all_gather", "reduce_scatter"),
         ),
     ),
 }

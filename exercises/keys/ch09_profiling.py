@@ -200,7 +200,7 @@ KEYS = {
             atol=1e-4,
             block=lambda sizes, n: (sizes[0], sizes[1]),
             collectives={"reduce-scatter": (1, 1), "all-reduce": (0, 0), "all-gather": (0, 0), "all-to-all": (0, 0)},
-            needs_in_jaxpr=("shard_map", "reduce_scatter"),
+            needs_primitives=("shard_map", "reduce_scatter"),
         ),
     ),
 }

@@ -85,7 +85,7 @@ def _ring_check(inputs, in_specs, reference, block, **extra) -> JaxCheck:
         reference=reference,
         atol=1e-4,
         block=block,
-        needs_in_jaxpr=("shard_map", "ppermute"),
+        needs_primitives=("shard_map", "ppermute"),
         max_collective_elements=_chunk,
         collectives={**NOT_COLLECTIVE, "collective-permute": PERMUTES},
         **extra,
@@ -125,7 +125,7 @@ KEYS = {
             per_device=True,
             block=lambda sizes, n: (sizes[0], n * sizes[2]),
             collectives={"all-gather": (0, 0), "reduce-scatter": (0, 0), "all-to-all": (0, 0)},
-            needs_in_jaxpr=("shard_map",),
+            needs_primitives=("shard_map",),
             # at least two pieces: no collective sums as much as half of Out[B, n F] at once
             max_collective_elements=lambda sizes, n: sizes[0] * n * sizes[2] // 2,
         ),

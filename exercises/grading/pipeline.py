@@ -1,0 +1,156 @@
+"""The preprocessors `exercises/course.py` puts in nbgrader's autograde pipeline, around `BookExecute`.
+
+1. `RestoreCells` (sanitising) puts back every graded cell a submission deleted.
+2. `RecordAnswers` appends the recorder (`recorder.py`) to every graded test cell with a spec for
+   its question: a fresh nonce; for a function, inputs drawn now; for a JAX question, only the
+   shapes, dtypes and shardings to export the function for. Nothing secret goes into the kernel.
+3. `BookExecute` (`execute.py`) runs the submission in its sandbox.
+4. `CompareAnswers` reads each test cell's record, judges it here (`judge.py`; a JAX program in the
+   grader's own worker, `programs.py`, on inputs it draws now) and rewrites the cell: its visible
+   source, the student's printed output, and an error naming what is wrong (never the expected
+   value) or nothing.
+5. `CheckSavedGrades` (after nbgrader's `SaveAutoGrades`) reads the scores back from the gradebook
+   and refuses the submission if they are not the ones just judged.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+
+from nbgrader.api import Gradebook
+from nbgrader.converters.base import NbGraderException
+from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
+from nbgrader.utils import determine_grade
+
+from exercises import variants
+from exercises.grading import judge, programs, recorder
+from exercises.grading.execute import error_output
+from exercises.keys import Key, keys_for
+
+__all__ = ["MARKER", "RestoreCells", "RecordAnswers", "CompareAnswers", "CheckSavedGrades", "draw_spec"]
+
+MARKER = "# ---- recorded for the grader at grading time ----"
+
+
+def _grade_cells(nb):
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("grade") and not meta.get("solution") and cell.cell_type == "code":
+            yield meta["grade_id"], cell
+
+
+def draw_spec(gid: str, key: Key, rng: random.Random) -> dict:
+    """What the kernel is asked to record for one question; the grader keeps the same spec."""
+    spec = {"grade_id": gid, "nonce": secrets.token_hex(16), "kind": key.kind, "names": list(key.names)}
+    if key.kind == "function":
+        spec["probes"] = key.probes(rng)
+    elif key.kind == "jax":
+        check = key.check
+        spec["recorder"], spec["n_devices"], spec["probes"] = check.recorder, programs.N_DEVICES, []
+        for sizes in check.cases:
+            arrays, statics = check.inputs(sizes, programs.N_DEVICES, 0)  # only their types go to the kernel
+            spec["probes"].append(
+                {
+                    "sizes": list(sizes),
+                    "shapes": [list(a.shape) for a in arrays],
+                    "dtypes": ["float32"] * len(arrays),  # every JAX question takes float32 arrays
+                    "statics": list(statics),
+                    "specs": [list(s) for s in check.in_specs],
+                }
+            )
+    return spec
+
+
+class RestoreCells(OverwriteCells):
+    """nbgrader's OverwriteCells, putting back every graded cell a submission deleted.
+
+    nbgrader's own restore looks for the cell just before the missing one among graded cells
+    only, and fails when that neighbour is a locked cell; this one uses the nearest earlier cell
+    of the source that the submission still has.
+    """
+
+    def add_missing_grade_cells(self, nb, resources):
+        source = self.gradebook.find_notebook(self.notebook_id, self.assignment_id)
+        order = [cell.name for cell in source.source_cells]
+        graded = {cell.name: cell for cell in source.grade_cells}
+        solutions = {cell.name for cell in source.solution_cells}
+        for index, gid in enumerate(order):
+            present = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id"): i for i, c in enumerate(nb.cells)}
+            if gid not in graded or gid in present:
+                continue
+            before = [present[name] for name in order[:index] if name in present]
+            cell = self.missing_cell_transform(
+                source.source_cells[index], graded[gid].max_score, is_solution=gid in solutions
+            )
+            nb.cells.insert(max(before) + 1 if before else 0, cell)
+        return nb, resources
+
+
+class RecordAnswers(NbGraderPreprocessor):
+    """Append the recorder to every graded test cell; keep its spec (nonce, probes) in this process."""
+
+    def preprocess(self, nb, resources):
+        assignment = resources["nbgrader"]["assignment"]
+        keys = keys_for(assignment)
+        params = variants.load(variants.course_root(resources), assignment)
+        rng = random.Random(secrets.randbits(64))
+        specs = {}
+        for gid, cell in _grade_cells(nb):
+            if gid not in keys:
+                continue
+            spec = draw_spec(gid, keys[gid], rng)
+            kernel_spec = {k: v for k, v in spec.items() if k != "grade_id"}
+            specs[gid] = {**spec, "params": params.get(gid, {})}
+            cell.source = f"{cell.source}\n{MARKER}\n{recorder.injection(kernel_spec)}"
+        resources["book_grading"] = {"specs": specs}
+        if any(spec["kind"] == "jax" for spec in specs.values()):
+            programs.WORKER.start()  # it loads JAX while the notebook runs
+        return nb, resources
+
+
+class CompareAnswers(NbGraderPreprocessor):
+    """Judge every recorded answer here, then leave each test cell as the student may see it."""
+
+    def preprocess(self, nb, resources):
+        grading = resources.get("book_grading", {})
+        assignment = resources["nbgrader"]["assignment"]
+        keys = keys_for(assignment)
+        for gid, cell in _grade_cells(nb):
+            spec = grading.get("specs", {}).get(gid)
+            if spec is None:
+                continue
+            cell.source = cell.source.split(f"\n{MARKER}\n")[0]
+            records = [o for o in cell.outputs if recorder.MIME in o.get("data", {})]
+            mine = [o.data[recorder.MIME] for o in records if isinstance(o.data[recorder.MIME], dict)]
+            mine = [r for r in mine if r.get("nonce") == spec["nonce"]]
+            failures = [o for o in cell.outputs if o.output_type == "error"]
+            printed = [o for o in cell.outputs if o.output_type == "stream" and o.get("name") == "stdout"]
+            if failures:
+                message = f"the visible check failed ({failures[0].get('ename', 'error')})"
+            elif len(mine) != 1:
+                message = "no answer was recorded" if not mine else "more than one answer was recorded"
+            elif keys[gid].kind == "jax":
+                message = programs.WORKER.judge(assignment, gid, spec["probes"], mine[0])
+            else:
+                message = judge.judge_record(keys[gid], spec, mine[0])
+            cell.outputs = printed + ([error_output("Incorrect", message)] if message else [])
+        return nb, resources
+
+
+class CheckSavedGrades(NbGraderPreprocessor):
+    """After nbgrader saved the scores: the gradebook must hold exactly the scores judged for each cell."""
+
+    def preprocess(self, nb, resources):
+        meta = resources["nbgrader"]
+        with Gradebook(meta["db_url"]) as gb:
+            saved = gb.find_submission_notebook(meta["notebook"], meta["assignment"], meta["student"])
+            scores = {grade.name: grade.auto_score for grade in saved.grades}
+        for gid, cell in _grade_cells(nb):
+            judged, _ = determine_grade(cell, self.log)
+            if scores.get(gid) != judged:
+                raise NbGraderException(
+                    f"the gradebook holds {scores.get(gid)} for {gid} where the grader judged {judged}: "
+                    "something changed it after it was saved; not graded"
+                )
+        return nb, resources

@@ -1,0 +1,411 @@
+"""The box a submission's kernel runs in: namespaces, a file system of its own, an unprivileged user, limits.
+
+`bwrap` mode (the default) starts the kernel under bubblewrap with:
+
+- a file system built from nothing: the system's `/usr` and `/etc`, the Python it runs on, the
+  project's virtual environment and `book_lib`, all read-only; a private `/tmp`; its own throwaway
+  folder (the submission's copy, its home, the kernel's sockets) writable. The repository's
+  `exercises/` (keys, grader), the course folder, other courses, the host's `/tmp`, `/run` and
+  Jupyter runtime folders are simply not there.
+- no network at all (a namespace of its own: not even the host's loopback), its own IPC, UTS and
+  PID namespaces, a new session (no terminal to inject into); the kernel talks to the grader over
+  Unix sockets in its folder (ZeroMQ's `ipc` transport).
+- when the grader runs as root, a user id of its own (random, above any real account), with no
+  capabilities and `no_new_privs`; otherwise an unprivileged user namespace.
+- limits: memory and processes per submission in a cgroup of its own where the machine lets the
+  grader make one (v2, else v1 `memory` and `pids`), and per process always (`prlimit`: processes
+  of its user, address space where no memory cgroup holds, file size, open files, no core dumps).
+- every process it started ended with it: the kernel is PID 1 of its namespace (the grader kills
+  it with its process group, and the namespace goes with it), its cgroup is emptied, and the
+  grader, a child subreaper, kills whatever else is left among its children (`reap_children`).
+
+`none` mode runs the kernel as the grader's own user, with the per-process limits and the cgroup
+where available; every process it leaves is reaped the same way, and the grader checks its own
+files around it (`integrity.py`). The course configuration must ask
+for it by name: without a working bubblewrap, grading refuses to run.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import importlib.util
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "MODES",
+    "Limits",
+    "Box",
+    "Cgroup",
+    "SandboxUnavailable",
+    "sandbox_works",
+    "become_subreaper",
+    "reap_children",
+]
+
+MODES = ("bwrap", "none")
+FIRST_UID = 1_000_000_000  # sandbox users are drawn above this: no real account's id
+PR_SET_CHILD_SUBREAPER = 36
+# Address space a JAX kernel reserves but never touches (thread stacks, XLA's arenas): about 1.9 GB
+# of a kernel that compiles for 8 devices is reserved, 0.4 GB resident.
+RESERVED_BYTES = 2 << 30
+
+
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap is missing or cannot make its namespaces here, and the course did not ask for `none`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one submission may use.
+
+    Attributes:
+        memory_bytes: resident memory of all its processes together (a cgroup), or, where no
+            memory cgroup can be made, the address space of each process less `RESERVED_BYTES`.
+        processes: processes and threads together (a cgroup's `pids.max`, and `RLIMIT_NPROC` of
+            the sandbox's own user).
+        file_bytes: the largest file it may write (`RLIMIT_FSIZE`).
+        open_files: file descriptors per process (`RLIMIT_NOFILE`).
+    """
+
+    memory_bytes: int = 2 << 30
+    processes: int = 256
+    file_bytes: int = 256 << 20
+    open_files: int = 4096
+
+    def __post_init__(self) -> None:
+        for name in ("memory_bytes", "processes", "file_bytes", "open_files"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name}={value!r}: allowed: a positive int")
+
+
+class Cgroup:
+    """A cgroup of its own for one submission (v2, else v1 `memory` and `pids`), or nothing where none can be made."""
+
+    def __init__(self, dirs: list[Path], controllers: set[str]):
+        self.dirs = dirs
+        self.controllers = controllers
+
+    @classmethod
+    def create(cls, name: str, limits: Limits) -> Cgroup | None:
+        """Make the cgroup `name` below the grader's own, with `limits`; None if the machine does not allow it."""
+        for make in (cls._v2, cls._v1):
+            try:
+                group = make(name, limits)
+            except OSError:
+                group = None
+            if group is not None:
+                return group
+        return None
+
+    @staticmethod
+    def _own_paths() -> dict[str, str]:
+        """controller (or "" for v2) -> this process's cgroup path, from /proc/self/cgroup."""
+        paths = {}
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            for controller in controllers.split(",") if controllers else [""]:
+                paths[controller] = path
+        return paths
+
+    @classmethod
+    def _v2(cls, name: str, limits: Limits) -> Cgroup | None:
+        own = cls._own_paths().get("")
+        mounts = [Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified")]
+        root = next((m for m in mounts if (m / "cgroup.controllers").exists()), None)
+        if own is None or root is None:
+            return None
+        parent = root / own.lstrip("/")
+        if not {"memory", "pids"} <= set((parent / "cgroup.subtree_control").read_text().split()):
+            return None
+        group = parent / name
+        group.mkdir()
+        made = cls([group], {"memory", "pids"})
+        try:
+            (group / "memory.max").write_text(str(limits.memory_bytes))
+            (group / "memory.swap.max").write_text("0")
+            (group / "pids.max").write_text(str(limits.processes))
+        except OSError:
+            made.remove()
+            return None
+        return made
+
+    @classmethod
+    def _v1(cls, name: str, limits: Limits) -> Cgroup | None:
+        own = cls._own_paths()
+        dirs = []
+        try:
+            for controller, files in (
+                ("memory", {"memory.limit_in_bytes": limits.memory_bytes}),
+                ("pids", {"pids.max": limits.processes}),
+            ):
+                mount = Path("/sys/fs/cgroup") / controller
+                if controller not in own or not (mount / "cgroup.procs").exists():
+                    raise OSError(f"no {controller} cgroup")
+                group = mount / own[controller].lstrip("/") / name
+                group.mkdir()
+                dirs.append(group)
+                for file, value in files.items():
+                    (group / file).write_text(str(value))
+            swap = dirs[0] / "memory.memsw.limit_in_bytes"
+            if swap.exists():
+                swap.write_text(str(limits.memory_bytes))
+        except OSError:
+            cls(dirs, set()).remove()
+            return None
+        return cls(dirs, {"memory", "pids"})
+
+    def join_command(self) -> list[str]:
+        """A prefix that moves the command into this cgroup before it runs (so its children start there)."""
+        procs = [str(d / "cgroup.procs") for d in self.dirs]
+        script = 'for f; do [ "$f" = -- ] && break; echo $$ > "$f" || exit 111; shift; done; shift; exec "$@"'
+        return ["/bin/sh", "-c", script, "sh", *procs, "--"]
+
+    def pids(self) -> set[int]:
+        found = set()
+        for d in self.dirs:
+            try:
+                found |= {int(p) for p in (d / "cgroup.procs").read_text().split()}
+            except OSError:
+                pass
+        return found
+
+    def remove(self) -> None:
+        """Kill every process left in the cgroup, then remove it."""
+        for _ in range(100):
+            left = self.pids()
+            if not left:
+                break
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
+        for d in reversed(self.dirs):
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.05)
+
+
+def _python_paths() -> list[Path]:
+    """What the kernel's Python reads: its installation, the environment's packages and `book_lib`'s folder."""
+    paths = {Path(sys.base_prefix), Path(sys.prefix), Path(sysconfig.get_paths()["purelib"])}
+    spec = importlib.util.find_spec("book_lib")
+    if spec is not None and spec.submodule_search_locations:
+        paths |= {Path(p) for p in spec.submodule_search_locations}
+    resolved = {p.resolve() for p in paths if p.exists()}
+    # a folder inside another one needs no bind of its own
+    return sorted(p for p in resolved if not any(q != p and q in p.parents for q in resolved))
+
+
+def _mkdirs(target: Path, made: set[Path]) -> list[str]:
+    """bwrap arguments that create `target`'s missing ancestors, readable by anyone."""
+    args = []
+    for parent in reversed(target.parents):
+        if parent != Path("/") and parent not in made:
+            made.add(parent)
+            args += ["--perms", "0755", "--dir", str(parent)]
+    return args
+
+
+class Box:
+    """One submission's sandbox: its folder, user and limits, and the command that starts a process in it.
+
+    Args:
+        workdir: a new, empty folder for this submission (the grader's; removed by the caller).
+        mode: "bwrap" or "none".
+        limits: what the submission may use.
+    """
+
+    def __init__(self, workdir: Path, mode: str, limits: Limits):
+        if mode not in MODES:
+            raise ValueError(f"sandbox={mode!r}: unknown; allowed: {', '.join(map(repr, MODES))}")
+        self.workdir = Path(workdir).resolve()
+        self.mode = mode
+        self.limits = limits
+        self.work = self.workdir / "work"
+        self.home = self.workdir / "home"
+        self.sockets = self.workdir / "sockets"
+        for d in (self.work, self.home, self.sockets):
+            d.mkdir(parents=True, exist_ok=True)
+        as_root = os.geteuid() == 0
+        self.uid = FIRST_UID + secrets.randbelow(1 << 30) if mode == "bwrap" and as_root else None
+        self.cgroup = Cgroup.create(f"book-grading-{secrets.token_hex(6)}", limits)
+
+    def env(self) -> dict[str, str]:
+        """The kernel's whole environment: no variable of the grader's but a few that select devices."""
+        kept = ("LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "TPU_VISIBLE_CHIPS")
+        env = {name: os.environ[name] for name in kept if name in os.environ}
+        home = str(self.home)
+        env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}/usr/bin:/bin", HOME=home, TMPDIR="/tmp")
+        env.update(IPYTHONDIR=f"{home}/.ipython", MPLCONFIGDIR=f"{home}/.matplotlib", XDG_CACHE_HOME=f"{home}/.cache")
+        env.update(
+            XDG_CONFIG_HOME=f"{home}/.config", XDG_RUNTIME_DIR=f"{home}/.runtime", JUPYTER_RUNTIME_DIR=str(self.sockets)
+        )
+        env.update(PYTHONDONTWRITEBYTECODE="1", JAX_PLATFORMS="cpu", NBGRADER_EXECUTION="autograde")
+        if self.mode == "none":
+            env["TMPDIR"] = str(self.workdir / "tmp")
+            (self.workdir / "tmp").mkdir(exist_ok=True)
+        return env
+
+    def prepare(self) -> None:
+        """Hand the folder to the sandbox's user (after the submission was copied into `work`)."""
+        if self.uid is None:
+            return
+        (self.workdir / "passwd").write_text(
+            f"root:x:0:0::/root:/usr/sbin/nologin\nstudent:x:{self.uid}:{self.uid}::{self.home}:/bin/sh\n"
+        )
+        (self.workdir / "group").write_text(f"root:x:0:\nstudent:x:{self.uid}:\n")
+        for root, dirs, files in os.walk(self.workdir):
+            for name in [*dirs, *files]:
+                os.lchown(os.path.join(root, name), self.uid, self.uid)
+        os.chown(self.workdir, self.uid, self.uid)
+        for name in ("passwd", "group"):
+            os.chown(self.workdir / name, 0, 0)
+
+    def give(self, path: Path) -> None:
+        """Hand a file the grader wrote (the kernel's connection file) to the sandbox's user."""
+        if self.uid is not None:
+            os.chown(path, self.uid, self.uid)
+
+    def _limits_command(self) -> list[str]:
+        if shutil.which("prlimit") is None:  # only without a sandbox: `sandbox_works` asks for prlimit
+            return []
+        lim = self.limits
+        args = ["prlimit", "--core=0", f"--fsize={lim.file_bytes}", f"--nofile={lim.open_files}"]
+        if self.cgroup is None:
+            args.append(f"--as={lim.memory_bytes + RESERVED_BYTES}")
+        if self.uid is not None:
+            args.append(f"--nproc={lim.processes}")
+        return [*args, "--"]
+
+    def wrap(self, cmd: list[str]) -> list[str]:
+        """`cmd` (the kernel's command line) as it starts inside this box."""
+        prefix = self.cgroup.join_command() if self.cgroup is not None else []
+        if self.mode == "none":
+            return prefix + self._limits_command() + cmd
+        return prefix + self._bwrap() + self._user() + self._limits_command() + cmd
+
+    def _user(self) -> list[str]:
+        if self.uid is None:
+            return []
+        uid = str(self.uid)
+        return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs"] + [
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--",
+        ]
+
+    def _bwrap(self) -> list[str]:
+        args = ["bwrap", "--ro-bind", "/usr", "/usr"]
+        for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+            path = Path("/") / name
+            if path.is_symlink():
+                args += ["--symlink", os.readlink(path), str(path)]
+            elif path.is_dir():
+                args += ["--ro-bind", str(path), str(path)]
+        args += ["--ro-bind", "/etc", "/etc"]
+        if self.uid is not None:
+            args += ["--ro-bind", str(self.workdir / "passwd"), "/etc/passwd"]
+            args += ["--ro-bind", str(self.workdir / "group"), "/etc/group"]
+        made = {Path("/usr"), Path("/etc")}
+        for path in _python_paths():
+            args += _mkdirs(path, made) + ["--ro-bind", str(path), str(path)]
+            made.add(path)
+        args += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
+        made.add(Path("/tmp"))
+        args += _mkdirs(self.workdir, made) + ["--bind", str(self.workdir), str(self.workdir)]
+        args += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        if self.uid is None:
+            args += ["--unshare-user"]
+        args += ["--hostname", "grading", "--die-with-parent", "--as-pid-1"]
+        return args + ["--chdir", str(self.work), "--"]
+
+    def close(self) -> None:
+        """End every process of the submission and remove its cgroup (the caller removes the folder)."""
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
+
+
+@functools.cache
+def sandbox_works() -> bool:
+    """True when a `bwrap` box can run this Python here (namespaces allowed, tools installed)."""
+    if not all(shutil.which(tool) for tool in ("bwrap", "prlimit", "setpriv")):
+        return False
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="book-sandbox-probe-") as tmp:
+        box = Box(Path(tmp), "bwrap", Limits())
+        try:
+            box.prepare()
+            cmd = box.wrap([sys.executable, "-c", "import socket, book_lib; print('ok')"])
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=box.env())
+            return done.returncode == 0 and done.stdout.strip() == "ok"
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        finally:
+            box.close()
+
+
+def become_subreaper() -> bool:
+    """Make this process adopt every orphan among its descendants (Linux `PR_SET_CHILD_SUBREAPER`)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _children(pid: int) -> set[int]:
+    """The processes whose parent is `pid` (read from every /proc/<pid>/stat)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            found.add(int(stat.parent.name))
+    return found
+
+
+def reap_children(keep: set[int]) -> int:
+    """Kill (and wait for) every child of this process but those in `keep`, until none is left; how many.
+
+    With `become_subreaper`, every process a submission left behind (detached, double-forked, in a
+    new session) is a child of this process once its parents have died.
+    """
+    killed = 0
+    for _ in range(200):
+        left = _children(os.getpid()) - keep
+        if not left:
+            break
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+        for pid in left:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+    return killed
