@@ -39,8 +39,13 @@ def _course_config(root: Path):
 
 def _start_worker(root: str) -> None:
     global _api
+    import warnings
+
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
+    from sqlalchemy.exc import SAWarning
+
+    warnings.filterwarnings("ignore", category=SAWarning)  # nbgrader's own, harmless (STACK-NOTES)
 
     config = _course_config(Path(root))
     _api = NbGraderAPI(CourseDirectory(config=config), config=config)

@@ -28,7 +28,8 @@ from exercises.grading.pipeline import MARKER
 from exercises.grading.recorder import MIME
 from exercises.grading.sandbox import sandbox_works
 from exercises.keys import keys_for
-from tests.course_kit import Course, reference_answers, wrong_answer
+from tests.attacks import MEMORY_BOMB, PROCESS_BOMB
+from tests.course_kit import SANDBOX, Course, reference_answers, wrong_answer
 
 CH01 = "ch01_rooflines"
 SEED = 7  # the hostile class has its own numbers, so reading them would pay
@@ -132,14 +133,6 @@ from book_lib import hardware
 b_crit_gpu_tokens = hardware.get_chip(_mine["gpu"]).bf16_flops_per_s / hardware.get_chip(_mine["gpu"]).hbm_bytes_per_s
 """
 
-REWRITES_CLASS_VALUES = """
-import json, pathlib
-_path = pathlib.Path({path!r})
-_data = json.loads(_path.read_text())
-_data["values"]["ch01_rooflines"]["ch01_q5_h100_batch"]["gpu"] = "h100"
-_path.write_text(json.dumps(_data))
-"""
-
 IGNORES_SIGINT = """
 import signal
 signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -163,28 +156,6 @@ _attempt("loopback", lambda: socket.create_connection(("127.0.0.1", {port}), tim
 _attempt("other_class", lambda: open({other_values!r}).read())
 _attempt("marker", lambda: pathlib.Path({marker!r}).write_text("escaped"))
 print("REACHED", json.dumps(_reached))
-"""
-
-# 3 GB, every page touched: more than a submission's memory.
-MEMORY_BOMB = """
-import numpy
-_block = numpy.ones(3 * 10**9 // 8)
-print("ALLOCATED", _block.sum())
-"""
-
-# As many processes as it can make, up to 2,000 (each sleeps; the box ends them).
-PROCESS_BOMB = """
-import os, time
-_made = 0
-try:
-    for _ in range(2000):
-        if os.fork() == 0:
-            time.sleep(120)
-            os._exit(0)
-        _made += 1
-except OSError:
-    pass
-print("FORKED", _made)
 """
 
 # 20 MB printed in one cell, for the grader to hold in memory and write into the notebook.
@@ -387,7 +358,7 @@ def test_a_flood_of_output_is_cut_in_the_grader(ch01):
 def test_grading_refuses_a_box_it_cannot_build_and_a_submission_that_links_outside(tmp_path):
     """No bubblewrap on the PATH, and no `sandbox="none"` in the configuration: nothing is graded. A
     submission holding a link to the class's values (nbgrader would copy what it points to): refused."""
-    course = Course(tmp_path, [CH01], seed=SEED)
+    course = Course(tmp_path, [CH01], seed=SEED, sandbox="bwrap")
     reference = reference_answers(CH01, course.values[CH01])
     course.submit(CH01, "student", reference)
     done = course.autograde(CH01, path=str(Path(sys.executable).parent))
@@ -456,12 +427,11 @@ def test_feedback_names_what_is_wrong_and_leaks_no_answer(ch01):
 
 @pytest.fixture(scope="module")
 def unboxed(tmp_path_factory):
-    """Without a sandbox (the instructor's explicit `sandbox="none"`), a class's numbers: a late gradebook
-    writer and 30 detached processes in one run; then a submission that rewrites the gradebook, the
-    class's values, the course configuration and the library, followed by an honest one."""
+    """Without a sandbox (the instructor's explicit `sandbox="none"`), the text's numbers: a late gradebook
+    writer and 30 detached processes."""
     root = tmp_path_factory.mktemp("unboxed")
-    course = Course(root, [CH01], cell_timeout_s=6, sandbox="none", seed=SEED + 1)
-    wrong = _wrong_answers(CH01, course.values[CH01])
+    course = Course(root, [CH01], cell_timeout_s=6, sandbox="none")
+    wrong = _wrong_answers(CH01)
     tag = f"book-unboxed-{time.monotonic_ns()}"
     db = str(root / "gradebook.db")
     course.submit(CH01, "wrong", wrong)
@@ -469,33 +439,50 @@ def unboxed(tmp_path_factory):
     course.submit(CH01, "detaches", _with_attack(wrong, DETACHES.format(tag=tag)))
     first = course.autograde(CH01)
     time.sleep(6)  # the late writer's 4 s
+    return course, first, tag
+
+
+@pytest.fixture(scope="module")
+def poisoned(unboxed):
+    """The same unsandboxed course: a submission that rewrites the gradebook, gives the class values of
+    its own (a `variant.json` where there was none), rewrites the course configuration, the library
+    and the Python, then an honest one. Its poisons are shared files: only where every other test
+    process grades in the sandbox (which does not watch them)."""
+    if SANDBOX != "bwrap":
+        pytest.skip("the poisons would stop the other test processes' unsandboxed grading")
+    course, *_ = unboxed
+    root = course.root
+    db = str(root / "gradebook.db")
+    wrong = _wrong_answers(CH01)
     library = Path(build.ROOT) / "book_lib" / "__pycache__" / "zz_poisoned.cpython-311.pyc"
     python = Path(sys.prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
     startup = python / "zz_book_grading_test.pth"  # every later Python would run it (this one is a comment)
     raises_scores = (
         f"import sqlite3\nsqlite3.connect({db!r}).execute('UPDATE grade SET auto_score = 99').connection.commit()\n"
     )
-    attack = raises_scores + REWRITES_CLASS_VALUES.format(path=str(root / variants.VALUES_FILE))
+    own_values = f"open({str(root / variants.VALUES_FILE)!r}, 'w').write('{{\"seed\": 0, \"values\": {{}}}}')\n"
+    attack = raises_scores + own_values
     attack += POISONS.format(config=str(root / "nbgrader_config.py"), library=str(library))
     attack += f"\npathlib.Path({str(startup)!r}).write_text('# poisoned')\n"
     config = (root / "nbgrader_config.py").read_text()
     course.submit(CH01, "poisons", _with_attack(wrong, attack))
-    course.submit(CH01, "zz_after_poison", reference_answers(CH01, course.values[CH01]))
+    course.submit(CH01, "zz_after_poison", reference_answers(CH01))
     try:
         second = course.autograde(CH01, "[pz]*")  # nbgrader takes one student, or a glob: these two
         restored = {
             "config": (root / "nbgrader_config.py").read_text() == config,
+            "values": not (root / variants.VALUES_FILE).exists(),
             "library": not library.exists(),
             "startup": not startup.exists(),
         }
     finally:
         library.unlink(missing_ok=True)
         startup.unlink(missing_ok=True)
-    return course, first, second, tag, restored
+    return course, second, restored
 
 
 def test_without_a_sandbox_late_writers_and_detached_processes_gain_nothing(unboxed):
-    course, first, _, tag, _ = unboxed
+    course, first, tag = unboxed
     assert first.returncode == 0, first.stderr[-3000:]
     scores = course.scores(CH01)
     for student in ("wrong", "late_writer", "detaches"):
@@ -504,17 +491,17 @@ def test_without_a_sandbox_late_writers_and_detached_processes_gain_nothing(unbo
     assert not left, f"{len(left)} detached processes outlived grading"
 
 
-def test_without_a_sandbox_a_submission_that_changes_the_graders_files_stops_grading(unboxed):
+def test_without_a_sandbox_a_submission_that_changes_the_graders_files_stops_grading(poisoned):
     """The gradebook, the class's values, the configuration, the library and the Python: each named, the
     course's and the library's put back, and nothing graded after a change that cannot be."""
-    course, _, second, _, restored = unboxed
+    course, second, restored = poisoned
     assert second.returncode != 0
     assert "changed while a submission ran" in second.stderr, second.stderr[-3000:]
     for name in ("gradebook.db", "variant.json", "nbgrader_config.py", "zz_poisoned", "zz_book_grading_test.pth"):
         assert name in second.stderr, name
     assert "zz_book_grading_test.pth cannot be put back" in second.stderr
     assert "nothing more is graded until the instructor has checked them" in second.stderr
-    assert restored == {"config": True, "library": True, "startup": False}
+    assert restored == {"config": True, "values": True, "library": True, "startup": False}
     scores = course.scores(CH01)
     for student in ("wrong", "late_writer", "detaches", "poisons", "zz_after_poison"):
         assert student not in scores or _total(scores, student) == 0, (student, scores.get(student))

@@ -20,6 +20,7 @@ import pytest
 
 from exercises.grading import integrity
 from exercises.grading.sandbox import Box, Limits, sandbox_works
+from tests.attacks import MEMORY_BOMB, PROCESS_BOMB
 
 SANDBOXED = pytest.mark.skipif(not sandbox_works(), reason="needs a working bubblewrap (make test installs it)")
 
@@ -110,31 +111,9 @@ def test_a_box_ends_every_process_it_started(box):
 
 @SANDBOXED
 def test_a_box_bounds_memory_and_processes(box):
-    memory = _run(
-        box,
-        """
-        import numpy
-        block = numpy.ones(3 * 10**9 // 8)  # 3 GB, every page touched
-        print("allocated", block.sum())
-        """,
-    )
-    assert memory.returncode != 0 and "allocated" not in memory.stdout, memory.stdout
-    forks = _run(
-        box,
-        """
-        import os, time
-        made = 0
-        try:
-            for _ in range(1000):
-                if os.fork() == 0:
-                    time.sleep(30)
-                    os._exit(0)
-                made += 1
-        except OSError:
-            pass
-        print(made)
-        """,
-    )
+    memory = _run(box, MEMORY_BOMB)
+    assert memory.returncode != 0 and "ALLOCATED" not in memory.stdout, memory.stdout
+    forks = _run(box, PROCESS_BOMB)
     assert int(forks.stdout.split()[-1]) < 64, forks.stdout
 
 

@@ -96,6 +96,13 @@ class BookExecute(Execute):
     max_output_bytes = Integer(1 << 20, help="Output one cell may show; the rest is dropped.").tag(config=True)
 
     def preprocess(self, nb, resources, km=None):
+        course, meta = variants.course_root(resources), resources["nbgrader"]
+        links = _links(course / "submitted" / meta["student"] / meta["assignment"])
+        if links:
+            raise NbGraderException(
+                f"the submission holds a symbolic link ({links[0]}): nbgrader copies what it points to, so it "
+                "is not graded; ask for the files themselves"
+            )
         if self.sandbox not in MODES:
             raise NbGraderException(f"sandbox={self.sandbox!r}: unknown; allowed: {', '.join(MODES)}")
         if self.sandbox == "bwrap" and not sandbox_works():
@@ -109,13 +116,6 @@ class BookExecute(Execute):
             raise NbGraderException(
                 f"an earlier submission changed the grader's own files ({', '.join(_TAINTED[:5])}): "
                 "nothing more is graded until the instructor has checked them"
-            )
-        course, meta = variants.course_root(resources), resources["nbgrader"]
-        links = _links(course / "submitted" / meta["student"] / meta["assignment"])
-        if links:
-            raise NbGraderException(
-                f"the submission holds a symbolic link ({links[0]}): nbgrader copies what it points to, so it "
-                "is not graded; ask for the files themselves"
             )
         self._deadline = monotonic() + self.notebook_timeout
         self._cell_timeout = self.timeout
