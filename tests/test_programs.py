@@ -87,10 +87,11 @@ def _ring(gid="ch10_q0_allgather_matmul"):
     return "ch10_jax", gid, _solutions("ch10_jax")["allgather_matmul"]
 
 
-def test_the_old_recorders_report_of_a_perfect_program_is_not_believed():
+@pytest.mark.parametrize(("assignment", "gid"), JAX_KEYS)
+def test_the_old_recorders_report_of_a_perfect_program_is_not_believed(assignment, gid):
     """What fooled the old grader: a record of jaxpr, HLO and outputs, however right they look."""
-    assignment, gid, _ = _ring()
-    forged = {"nonce": "x", "runs": [{"jaxpr": "shard_map ppermute", "hlo": "collective-permute", "out": {}}] * 2}
+    run = {"jaxpr": "shard_map psum all_gather ppermute pallas_call", "hlo": "collective-permute", "out": {}}
+    forged = {"nonce": "x", "runs": [run] * 3, "programs": [{"failed": "exported elsewhere"}] * 3}
     assert "could not be exported" in _judge(assignment, gid, forged)
 
 
