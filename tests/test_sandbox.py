@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from exercises.grading import integrity
-from exercises.grading.sandbox import Box, Limits, sandbox_works
+from exercises.grading.sandbox import Box, Limits, python_paths, sandbox_works
 from tests.attacks import MEMORY_BOMB, PROCESS_BOMB
 
 SANDBOXED = pytest.mark.skipif(not sandbox_works(), reason="needs a working bubblewrap (make test installs it)")
@@ -83,9 +83,11 @@ def test_a_box_reaches_no_network_no_host_file_no_course_and_no_key(box, tmp_pat
     assert found["uid"] != 0, found
     for name in ("tcp", "host_file", "course_values", "keys", "marker"):
         assert found[name].startswith("denied"), (name, found[name])
-    # of the host's /tmp, only the folders down to the box's own are there (empty but for the box)
+    # of the host's /tmp, only the box's own folder and what the kernel runs on (where they live there)
+    # are there, with the folders down to them
+    mounted = [box.workdir, *python_paths()]
     seen = {Path(p) for p in found["runtime"]}
-    assert all(p == box.workdir or p in box.workdir.parents or box.workdir in p.parents for p in seen), seen
+    assert all(any(p == m or p in m.parents or m in p.parents for m in mounted) for p in seen), seen
     assert found["book_lib"] == "'book_lib'", found
     assert not (tmp_path / "marker").exists()
 

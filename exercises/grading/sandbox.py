@@ -46,7 +46,7 @@ __all__ = [
     "Limits",
     "Box",
     "Cgroup",
-    "SandboxUnavailable",
+    "python_paths",
     "sandbox_works",
     "become_subreaper",
     "reap_children",
@@ -58,10 +58,6 @@ PR_SET_CHILD_SUBREAPER = 36
 # Address space a JAX kernel reserves but never touches (thread stacks, XLA's arenas): about 1.9 GB
 # of a kernel that compiles for 8 devices is reserved, 0.4 GB resident.
 RESERVED_BYTES = 2 << 30
-
-
-class SandboxUnavailable(RuntimeError):
-    """bubblewrap is missing or cannot make its namespaces here, and the course did not ask for `none`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +199,7 @@ class Cgroup:
                     time.sleep(0.05)
 
 
-def _python_paths() -> list[Path]:
+def python_paths() -> list[Path]:
     """What the kernel's Python reads: its installation, the environment's packages and `book_lib`'s folder."""
     paths = {Path(sys.base_prefix), Path(sys.prefix), Path(sysconfig.get_paths()["purelib"])}
     spec = importlib.util.find_spec("book_lib")
@@ -324,12 +320,12 @@ class Box:
         if self.uid is not None:
             args += ["--ro-bind", str(self.workdir / "passwd"), "/etc/passwd"]
             args += ["--ro-bind", str(self.workdir / "group"), "/etc/group"]
-        made = {Path("/usr"), Path("/etc")}
-        for path in _python_paths():
+        # a private /tmp first: the Python, the project and this folder may all live under the host's
+        args += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
+        made = {Path("/usr"), Path("/etc"), Path("/tmp")}
+        for path in python_paths():
             args += _mkdirs(path, made) + ["--ro-bind", str(path), str(path)]
             made.add(path)
-        args += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
-        made.add(Path("/tmp"))
         args += _mkdirs(self.workdir, made) + ["--bind", str(self.workdir), str(self.workdir)]
         args += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if self.uid is None:
