@@ -8,13 +8,20 @@ SITE_ASSETS := tools/site/node_modules/.package-lock.json
 export PATH := $(abspath $(BIN)):$(PATH)
 NOTEBOOKS := chapters solutions
 PYTEST_NB := --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300
+# The oldest jax the notebooks support: pyproject.toml's floor, the one place it is written. `make test`
+# runs the chapters on it too, the way a one-chip TPU runtime mixes devices (book_lib.devices).
+FLOOR_JAX := $(shell sed -n 's/.*"jax>=\([0-9.]*\)".*/\1/p' pyproject.toml)
+FLOOR := .venv-floor
+FLOOR_STAMP := $(FLOOR)/.installed-$(FLOOR_JAX)
 
-.PHONY: help install sandbox browser test book check-site exercises course grade chapters sync bench lint clean
+.PHONY: help install floor devices sandbox browser test book check-site exercises course grade chapters sync bench lint clean
 
 help:
 	@echo "make book       build the HTML book into _build/html/"
 	@echo "make check-site build the book and check every page in headless Chromium, offline"
-	@echo "make test       unit tests, notebooks (nbval), grading round trip, book build"
+	@echo "make test       unit tests, notebooks (nbval), grading round trip, book build, chapters at the jax floor"
+	@echo "make floor      run the chapters on the oldest jax pyproject.toml allows (.venv-floor)"
+	@echo "make devices    run the chapters on 1, 2, 4 and 16 CPU devices (a reader's own XLA_FLAGS count)"
 	@echo "make exercises  regenerate exercises/release/ and solutions/ from exercises/source/"
 	@echo "make course DIR=path [SEED=n]  a class's nbgrader course folder (its own numbers with SEED)"
 	@echo "make grade DIR=path ASSIGNMENT=name [JOBS=n]  autograde every submission, n at a time"
@@ -29,6 +36,19 @@ $(STAMP): requirements.lock pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+$(FLOOR_STAMP): requirements.lock pyproject.toml
+	rm -rf $(FLOOR)
+	$(PYTHON) -m venv $(FLOOR)
+	sed -e 's/^jax==.*/jax==$(FLOOR_JAX)/' -e 's/^jaxlib==.*/jaxlib==$(FLOOR_JAX)/' requirements.lock > $(FLOOR)/requirements.txt
+	$(FLOOR)/bin/python -m pip install -q -r $(FLOOR)/requirements.txt
+	$(FLOOR)/bin/python -m pip install -q --no-deps --no-build-isolation -e .
+	touch $@
+
+# Executed, not compared (nbval-lax): JAX's printed words differ between versions; the cells' own checks run.
+floor: $(FLOOR_STAMP)
+	BOOK_LIB_EMULATE_ONE_CHIP=1 $(FLOOR)/bin/pytest -n 2 --dist loadscope -p no:cacheprovider chapters \
+	  --nbval-lax --nbval-cell-timeout=300
 
 $(SITE_ASSETS): tools/site/package.json tools/site/package-lock.json
 	npm ci --prefix tools/site --no-audit --no-fund --loglevel=error
@@ -45,8 +65,17 @@ browser:
 	  (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1; } || \
 	  echo "chromium is not installed: the site check fails until it is (apt-get install chromium)"
 
-test: $(STAMP) $(SITE_ASSETS) sandbox browser lint
+# A reader's own device count is kept (book_lib.devices): each chapter runs, or skips a cell with
+# `%%needs_devices N` and says so. Not part of `make test` (four more runs of every chapter).
+devices: $(STAMP)
+	for n in 1 2 4 16; do \
+	  XLA_FLAGS=--xla_force_host_platform_device_count=$$n $(BIN)/pytest -q -n 2 --dist loadscope \
+	    -p no:cacheprovider chapters --nbval-lax --nbval-cell-timeout=300 || exit 1; \
+	done
+
+test: $(STAMP) $(FLOOR_STAMP) $(SITE_ASSETS) sandbox browser lint
 	$(BIN)/pytest -n 2 --dist loadscope tests $(NOTEBOOKS) $(PYTEST_NB)
+	$(MAKE) --no-print-directory floor
 
 book: $(STAMP) $(SITE_ASSETS)
 	$(BIN)/jupyter-book build . -W -n --keep-going --all

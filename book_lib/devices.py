@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
@@ -27,6 +28,10 @@ __all__ = [
     "hosts_from_environment",
     "choose",
     "check_jax_version",
+    "requested_cpu_devices",
+    "DEMO_DEVICES",
+    "ONE_CHIP_ENV_VAR",
+    "upgrade_command",
     "setup",
     "choice",
     "mesh_devices",
@@ -37,6 +42,8 @@ __all__ = [
     "make_mesh",
     "mesh_shape",
     "pallas_compiles",
+    "pallas_compiles_for",
+    "MIN_PALLAS_COMPUTE_CAPABILITY",
 ]
 
 _CHOICE: Choice | None = None
@@ -123,6 +130,11 @@ class Choice:
             (`book_lib.precision`), else None.
         n_processes: JAX processes (hosts) the devices belong to (count; 1 on one machine).
         process_index: which of them this one is.
+        compute_capability: an NVIDIA GPU's compute capability (`"7.5"`, `"8.0"`), else None.
+        requested_by: the environment variable through which the user set the CPU device count
+            (`requested_cpu_devices`), or None when `setup()` chose it.
+        single_index: the single device's index in `jax.devices(single_platform)`: 0, or the CPU
+            device after the mesh's when `ONE_CHIP_ENV_VAR` keeps it apart (a one-chip runtime's mix).
     """
 
     mesh_platform: str
@@ -134,6 +146,9 @@ class Choice:
     matmul_emulation: str | None = None
     n_processes: int = 1
     process_index: int = 0
+    compute_capability: str | None = None
+    requested_by: str | None = None
+    single_index: int = 0
 
     def describe(self) -> str:
         """One line for the reader."""
@@ -148,18 +163,58 @@ class Choice:
                 f"book_lib: using {self.n_mesh_devices} {self.mesh_platform.upper()} devices "
                 f"({self.device_kind}){hosts}{emulation}"
             )
+        asked = (
+            f", as your {self.requested_by} asks (the demos are written for {DEMO_DEVICES}; those that need more "
+            "devices than there are say so and skip)"
+            if self.requested_by
+            else ""
+        )
+        devices = f"{self.n_mesh_devices} virtual CPU device{'s' * (self.n_mesh_devices != 1)}"
+        if self.single_platform == "cpu" and self.single_index:
+            return (
+                f"book_lib: using {devices} for the mesh demos, and a CPU device of their own outside the mesh "
+                f"for single-device demos and timings, as on a one-chip TPU or GPU runtime ({ONE_CHIP_ENV_VAR})"
+                f"{emulation}"
+            )
         if self.single_platform == "cpu":
             return (
-                f"book_lib: no accelerator found; using {self.n_mesh_devices} virtual CPU devices "
-                f"(timings are CPU timings, not TPU ones){emulation}"
+                f"book_lib: no accelerator found; using {devices}{asked} (timings are CPU timings, not TPU ones)"
+                f"{emulation}"
             )
         found = "one" if self.n_accelerators == 1 else f"{self.n_accelerators}"
         return (
             f"book_lib: found {found} {self.single_platform.upper()} device{'s' * (self.n_accelerators != 1)} "
             f"({self.device_kind}), fewer than the {self.n_mesh_devices} the mesh demos need: "
-            f"those run on {self.n_mesh_devices} virtual CPU devices, single-device demos and timings "
+            f"those run on {devices}{asked}, single-device demos and timings "
             f"on the first {self.single_platform.upper()} device{emulation}"
         )
+
+
+DEMO_DEVICES = 8  # the devices the mesh demos are written for: a TPU v5e-8, or 8 virtual CPU devices
+# Set to 1, single-device work runs on a CPU device of its own beside the mesh's, the default device:
+# the mix of a one-chip TPU or GPU runtime (arrays on the chip, the mesh demos on virtual CPU devices),
+# which a CPU-only machine otherwise never shows (the test suite runs the chapters so once).
+ONE_CHIP_ENV_VAR = "BOOK_LIB_EMULATE_ONE_CHIP"
+_FLAG = re.compile(r"--xla_force_host_platform_device_count=(\S+)")
+
+
+def requested_cpu_devices(environ: Mapping[str, str] | None = None) -> tuple[int, str] | None:
+    """The CPU device count the user set before `setup()`, and where: `JAX_NUM_CPU_DEVICES`, else the
+    `--xla_force_host_platform_device_count` flag in `XLA_FLAGS`; None when neither says.
+
+    Args:
+        environ: the variables to read (default: `os.environ`).
+
+    Raises:
+        ValueError: the variable holds no positive count.
+    """
+    env = os.environ if environ is None else environ
+    if env.get("JAX_NUM_CPU_DEVICES"):
+        return _count_var(env, "JAX_NUM_CPU_DEVICES"), "JAX_NUM_CPU_DEVICES"
+    found = _FLAG.findall(env.get("XLA_FLAGS", ""))
+    if found:
+        return _count_var({"XLA_FLAGS": found[-1]}, "XLA_FLAGS"), "XLA_FLAGS"
+    return None
 
 
 def check_jax_version(installed: str | None = None) -> None:
@@ -181,16 +236,33 @@ def check_jax_version(installed: str | None = None) -> None:
         return
     raise RuntimeError(
         f"jax {have} is installed, but book_lib needs jax>={required} (jax.shard_map, jax.set_mesh, jax.P "
-        f"and sharded .at[] updates as these notebooks use them). Fix: run  pip install -U 'jax>={required}'  "
-        f"(on a TPU runtime 'jax[tpu]>={required}', on an NVIDIA GPU 'jax[cuda12]>={required}'), "
-        "then restart the runtime and run this cell again."
+        f"and sharded .at[] updates as these notebooks use them). Fix: run  !{upgrade_command(required)}  in a "
+        "cell, then restart the runtime and run this cell again."
     )
+
+
+# Where a runtime's accelerator shows itself before JAX is imported: a TPU VM's chips (/dev/accel*, or
+# /dev/vfio on newer ones), an NVIDIA driver's tool. The setup cell repeats this line (tools/notebooks.py).
+TPU_DEVICE_FILES = ("/dev/accel0", "/dev/vfio/0")
+
+
+def upgrade_command(required: str, *, exists: Any = os.path.exists, which: Any = None) -> str:
+    """The one pip command that brings this runtime's jax to `required`, with the TPU or CUDA extra it needs.
+
+    Args:
+        required: the lowest jax version (`"0.8.2"`).
+        exists, which: `os.path.exists` and `shutil.which` (replaced in tests).
+    """
+    import shutil
+
+    which = which or shutil.which
+    extra = "[tpu]" if any(exists(p) for p in TPU_DEVICE_FILES) else "[cuda12]" if which("nvidia-smi") else ""
+    return f'pip install -U "jax{extra}>={required}"'
 
 
 def _required_jax() -> str | None:
     """The lowest jax version book_lib's installed metadata allows, or None when it states none."""
     import importlib.metadata
-    import re
 
     try:
         requires = importlib.metadata.requires("book_lib") or []
@@ -213,7 +285,15 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def choose(platform: str, device_kind: str, n_found: int, n: int, *, emulation: str | None = None) -> Choice:
+def choose(
+    platform: str,
+    device_kind: str,
+    n_found: int,
+    n: int,
+    *,
+    emulation: str | None = None,
+    compute_capability: str | None = None,
+) -> Choice:
     """The choice `setup()` makes when JAX's default backend has `n_found` devices of `platform`.
 
     With an accelerator of at least `n` devices the mesh demos use it; otherwise they use `n`
@@ -225,6 +305,7 @@ def choose(platform: str, device_kind: str, n_found: int, n: int, *, emulation: 
         n_found: `len(jax.devices())` (count), >= 1.
         n: devices the mesh demos want (count), >= 1.
         emulation: the matmul rounding in force (`book_lib.precision`), or None.
+        compute_capability: `jax.devices()[0].compute_capability` on an NVIDIA GPU, else None.
     """
     checks.count("n_found", n_found)
     checks.count("n", n)
@@ -238,10 +319,47 @@ def choose(platform: str, device_kind: str, n_found: int, n: int, *, emulation: 
         n_accelerators=accelerators,
         virtual=not enough,
         matmul_emulation=emulation,
+        compute_capability=compute_capability,
     )
 
 
-def setup(n: int = 8) -> None:
+def _cpu_device_count(n: int) -> tuple[int, str | None, bool]:
+    """(mesh devices, the variable the user set them with or None, one-chip emulation on) before JAX starts.
+
+    Asks JAX for `n` CPU devices (one more when `ONE_CHIP_ENV_VAR` keeps single-device work apart),
+    unless the user set a count themselves (`requested_cpu_devices`), which JAX reads itself.
+    """
+    import jax
+
+    requested = requested_cpu_devices()
+    apart = os.environ.get(ONE_CHIP_ENV_VAR) == "1"
+    if requested is not None and apart:
+        raise ValueError(f"{ONE_CHIP_ENV_VAR}=1 and {requested[1]}: set one or the other")
+    if requested is not None:
+        return requested[0], requested[1], False
+    try:
+        jax.config.update("jax_num_cpu_devices", n + apart)
+    except RuntimeError:
+        pass  # backends already started: whatever JAX has is checked by `setup`
+    return n, None, apart
+
+
+def _matmul_emulation() -> str | None:
+    """Start the CPU matmul rounding `book_lib.precision.ENV_VAR` asks for; its kind, or None."""
+    from book_lib import precision
+
+    emulation = os.environ.get(precision.ENV_VAR) or None
+    if emulation is not None:
+        if emulation not in precision.MANTISSA_BITS:
+            raise ValueError(
+                f"{precision.ENV_VAR}={emulation!r}: unknown matmul precision; "
+                f"allowed: {', '.join(precision.MANTISSA_BITS)} or unset"
+            )
+        precision.emulate(emulation)
+    return emulation
+
+
+def setup(n: int = DEMO_DEVICES) -> None:
     """Choose the devices for this kernel and print one line saying which (idempotent).
 
     Must run before the first JAX computation: JAX fixes the number of CPU devices when its CPU
@@ -250,12 +368,15 @@ def setup(n: int = 8) -> None:
     (`hosts_from_environment`), joins it with `jax.distributed.initialize`, so that `jax.devices()`
     lists every host's devices; when the environment variable `book_lib.precision.ENV_VAR` says
     `bf16` or `tf32`, CPU matmuls then emulate that rounding (the test suite's accelerator mode).
+    A CPU device count the user set themselves (`requested_cpu_devices`) is kept and replaces `n`;
+    `ONE_CHIP_ENV_VAR` keeps single-device work on a CPU device beside the mesh's.
 
     Args:
         n: devices the mesh demos want (count), >= 1.
 
     Raises:
-        ValueError: `n` is not a positive int, or the precision variable names an unknown kind.
+        ValueError: `n` is not a positive int, the precision variable names an unknown kind, or both
+            a device count and the one-chip emulation are set.
         RuntimeError: jax is too old, or JAX already started with fewer than `n` CPU devices and no
             accelerator has `n`.
     """
@@ -265,38 +386,61 @@ def setup(n: int = 8) -> None:
         print(_CHOICE.describe())
         return
     check_jax_version()
-    import os
-
     import jax
 
-    from book_lib import precision
-
-    try:
-        jax.config.update("jax_num_cpu_devices", n)
-    except RuntimeError:
-        pass  # backends already started: whatever JAX has is checked below
+    n, requested_by, apart = _cpu_device_count(n)
     hosts = hosts_from_environment()
     if hosts is not None:  # before the first backend starts: devices then span every host
         jax.distributed.initialize(**hosts.initialize_kwargs)
-    emulation = os.environ.get(precision.ENV_VAR) or None
-    if emulation is not None:
-        if emulation not in precision.MANTISSA_BITS:
-            raise ValueError(
-                f"{precision.ENV_VAR}={emulation!r}: unknown matmul precision; "
-                f"allowed: {', '.join(precision.MANTISSA_BITS)} or unset"
-            )
-        precision.emulate(emulation)
+    emulation = _matmul_emulation()
     default = jax.devices()
-    chosen = choose(default[0].platform, default[0].device_kind, len(default), n, emulation=emulation)
+    capability = getattr(default[0], "compute_capability", None)  # NVIDIA GPUs only
+    chosen = choose(
+        default[0].platform, default[0].device_kind, len(default), n, emulation=emulation, compute_capability=capability
+    )
     if hosts is not None:
         chosen = replace(chosen, n_processes=jax.process_count(), process_index=jax.process_index())
-    if chosen.virtual and len(jax.devices("cpu")) < n:
+    if chosen.virtual and len(jax.devices("cpu")) < n + apart:
         raise RuntimeError(
             f"JAX started before book_lib.devices.setup() with {len(jax.devices('cpu'))} CPU devices; "
-            f"restart the kernel and run the setup cell first (it asks for {n})"
+            f"restart the kernel and run the setup cell first (it asks for {n + apart})"
         )
+    if chosen.virtual:
+        chosen = replace(chosen, requested_by=requested_by)
+    if apart and chosen.single_platform == "cpu":
+        chosen = replace(chosen, single_index=n)
+        jax.config.update("jax_default_device", jax.devices("cpu")[n])
     _CHOICE = chosen
     print(chosen.describe())
+    _register_needs_devices()
+
+
+def _register_needs_devices() -> None:
+    """Give a running IPython the cell magic `%%needs_devices N` (nothing outside IPython).
+
+    A cell that starts with it runs as usual when the mesh demos have at least N devices; with fewer
+    (the reader's own `XLA_FLAGS` device count), it is skipped with one line saying so.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    def needs_devices(line: str, cell: str) -> None:
+        n = checks.count("%%needs_devices N", int(line))
+        if n_devices() < n:
+            print(
+                f"Skipped: this cell needs a mesh of {n} devices and the mesh demos have {n_devices()} here "
+                f"(set by your {choice().requested_by or 'runtime'}); the text around it still reads as written."
+            )
+            return
+        if not shell.run_cell(cell, store_history=False).success:
+            raise RuntimeError("the cell above failed: its error is printed above")
+
+    shell.register_magic_function(needs_devices, "cell", "needs_devices")
 
 
 def choice() -> Choice:
@@ -323,7 +467,8 @@ def single_device() -> jax.Device:
     """The device single-chip demos and timings use: the accelerator when there is one."""
     import jax
 
-    return jax.devices(choice().single_platform)[0]
+    c = choice()
+    return jax.devices(c.single_platform)[c.single_index]
 
 
 def chip() -> Chip | None:
@@ -384,10 +529,26 @@ def make_mesh(shape: Sequence[int], names: Sequence[str], *, axis_types: str = "
     return jax.make_mesh(shape, names, (kinds[axis_types],) * len(shape), devices=mesh_devices()[:size])
 
 
+# Pallas compiles with Triton on NVIDIA GPUs of this compute capability and newer (Ampere, 8.0);
+# older ones (Colab's T4, 7.5) fail in Triton, so they interpret.
+MIN_PALLAS_COMPUTE_CAPABILITY = (8, 0)
+
+
+def pallas_compiles_for(platform: str, chip_name: str | None, compute_capability: str | None = None) -> bool:
+    """True when Pallas kernels compile for a device: a TPU v4 or newer (Mosaic), or an NVIDIA GPU of
+    compute capability 8.0 or newer (Triton). Anything else interprets them (`interpret=True`).
+
+    Args:
+        platform: the device's platform (`"cpu"`, `"tpu"`, `"gpu"`).
+        chip_name: its `hardware.Chip` name (`"tpu-v5e"`), or None when unknown.
+        compute_capability: an NVIDIA GPU's compute capability (`"7.5"`), or None (not NVIDIA).
+    """
+    if platform == "gpu":
+        return compute_capability is not None and _version_tuple(compute_capability) >= MIN_PALLAS_COMPUTE_CAPABILITY
+    return platform == "tpu" and chip_name is not None and chip_name not in ("tpu-v2", "tpu-v3")
+
+
 def pallas_compiles() -> bool:
-    """True when Pallas kernels compile for `single_device()` (TPU v4 and newer, or a GPU)."""
-    c = choice()
-    if c.single_platform == "gpu":
-        return True
-    found = chip()
-    return c.single_platform == "tpu" and found is not None and found.name not in ("tpu-v2", "tpu-v3")
+    """`pallas_compiles_for` the device of `single_device()`."""
+    c, found = choice(), chip()
+    return pallas_compiles_for(c.single_platform, None if found is None else found.name, c.compute_capability)

@@ -84,21 +84,33 @@ class Backend:
 
 
 def backend() -> Backend:
-    """Compiled on TPU v4 and newer (Mosaic) and on GPU (Triton); interpreted anywhere else.
+    """Compiled on TPU v4 and newer (Mosaic) and on NVIDIA GPUs of compute capability 8.0 and newer
+    (Triton); interpreted anywhere else.
 
     The decision is `devices.pallas_compiles()`, made once for `devices.single_device()`.
     """
     from book_lib import devices
 
-    platform = devices.choice().single_platform
+    c = devices.choice()
     if devices.pallas_compiles():
-        if platform == "gpu":
-            return Backend(platform="gpu", interpret=False, style="loop", reason="Pallas compiles for GPUs via Triton")
+        if c.single_platform == "gpu":
+            reason = f"Pallas compiles for this GPU (compute capability {c.compute_capability}) via Triton"
+            return Backend(platform="gpu", interpret=False, style="loop", reason=reason)
         name = devices.chip().name  # type: ignore[union-attr]  # pallas_compiles() found a known chip
         return Backend(platform="tpu", interpret=False, style="grid", reason=f"Pallas compiles for {name} (Mosaic)")
-    why = "Pallas does not compile for CPUs" if platform == "cpu" else "Pallas compiles only for TPU v4 and newer"
+    if c.single_platform == "cpu":
+        why = "Pallas does not compile for CPUs"
+    elif c.single_platform == "gpu":
+        low = ".".join(map(str, devices.MIN_PALLAS_COMPUTE_CAPABILITY))
+        found = f"this one has {c.compute_capability}" if c.compute_capability else "this one is not NVIDIA's"
+        why = f"Pallas compiles only for NVIDIA GPUs of compute capability {low} and newer ({found})"
+    else:
+        why = "Pallas compiles only for TPU v4 and newer"
     return Backend(
-        platform=platform, interpret=True, style="grid", reason=f"{why}, so interpret=True; timings mean nothing"
+        platform=c.single_platform,
+        interpret=True,
+        style="grid",
+        reason=f"{why}, so interpret=True; timings mean nothing",
     )
 
 

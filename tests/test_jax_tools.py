@@ -129,20 +129,75 @@ def test_several_hosts_are_named_in_the_setup_line():
     assert line == "book_lib: using 32 TPU devices (TPU v5 lite) on 4 hosts (this is process 1)"
 
 
+@pytest.mark.parametrize(
+    ("environ", "want"),
+    [
+        ({}, None),
+        ({"XLA_FLAGS": "--xla_force_host_platform_device_count=4"}, (4, "XLA_FLAGS")),
+        (
+            {"XLA_FLAGS": "--xla_cpu_enable_fast_math=false --xla_force_host_platform_device_count=16"},
+            (16, "XLA_FLAGS"),
+        ),
+        (
+            {"JAX_NUM_CPU_DEVICES": "2", "XLA_FLAGS": "--xla_force_host_platform_device_count=4"},
+            (2, "JAX_NUM_CPU_DEVICES"),
+        ),
+    ],
+)
+def test_a_users_own_cpu_device_count_is_read(environ, want):
+    assert devices.requested_cpu_devices(environ) == want
+
+
+def test_a_users_device_count_that_is_no_count_is_refused():
+    with pytest.raises(ValueError, match="XLA_FLAGS='0'"):
+        devices.requested_cpu_devices({"XLA_FLAGS": "--xla_force_host_platform_device_count=0"})
+
+
+def _setup_line(env: dict) -> list[str]:
+    """What `setup()` prints, and the devices it chose, in a fresh process with `env` added."""
+    code = (
+        "import jax.numpy as jnp; from book_lib import devices; devices.setup(); "
+        "print(devices.n_devices(), devices.mesh_devices()[-1].id, devices.single_device().id, jnp.ones(1).devices())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")} | env,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip().splitlines()
+
+
+@pytest.mark.parametrize("count", [1, 16])
+def test_setup_keeps_a_users_own_device_count(count):
+    line, chosen = _setup_line({"XLA_FLAGS": f"--xla_force_host_platform_device_count={count}"})
+    assert chosen.split()[:3] == [str(count), str(count - 1), "0"], chosen
+    assert f"using {count} virtual CPU device" in line and "as your XLA_FLAGS asks" in line
+
+
+def test_one_chip_emulation_keeps_single_device_work_beside_the_mesh():
+    """BOOK_LIB_EMULATE_ONE_CHIP: the mesh on CPU devices 0 to 7, single-device work and new arrays on
+    device 8, as a one-chip TPU runtime puts them on its chip."""
+    line, chosen = _setup_line({devices.ONE_CHIP_ENV_VAR: "1"})
+    assert chosen.split()[:3] == ["8", "7", "8"] and "id=8" in chosen, chosen
+    assert "outside the mesh" in line
+
+
 def test_choose_rejects_bad_counts():
     with pytest.raises(ValueError, match="n_found=0"):
         devices.choose("gpu", "x", 0, 8)
 
 
-@pytest.mark.parametrize("old", ["0.7.2", "0.4.38", "0.7.9.dev20250101"])
+@pytest.mark.parametrize("old", ["0.9.2", "0.4.38", "0.9.9.dev20260101"])
 def test_an_old_jax_stops_with_the_versions_and_the_fix(old):
     with pytest.raises(RuntimeError) as err:
         devices.check_jax_version(old)
     message = str(err.value)
-    assert f"jax {old} is installed" in message and "jax>=0.8.0" in message and "pip install -U" in message
+    assert f"jax {old} is installed" in message and "jax>=0.10.0" in message and "pip install -U" in message
 
 
-@pytest.mark.parametrize("new", ["0.8.0", "0.10.2", "1.0.0"])
+@pytest.mark.parametrize("new", ["0.10.0", "0.10.2", "1.0.0"])
 def test_a_new_enough_jax_passes(new):
     devices.check_jax_version(new)
 

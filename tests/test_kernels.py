@@ -120,3 +120,27 @@ BAD = [
 def test_bad_input_raises_a_value_error_naming_the_argument(call, start):
     with pytest.raises(ValueError, match=start):
         call()
+
+
+def test_pallas_compiles_only_where_it_can():
+    """TPU v4 and newer (Mosaic) and NVIDIA GPUs of compute capability 8.0 and newer (Triton); else interpreted."""
+    from book_lib import devices
+
+    assert devices.pallas_compiles_for("gpu", "a100-40gb", "8.0") and devices.pallas_compiles_for("gpu", None, "9.0")
+    assert not devices.pallas_compiles_for("gpu", None, "7.5")  # Colab's free T4
+    assert not devices.pallas_compiles_for("gpu", None, None)  # not an NVIDIA GPU
+    assert devices.pallas_compiles_for("tpu", "tpu-v4") and devices.pallas_compiles_for("tpu", "tpu-v5e")
+    assert not devices.pallas_compiles_for("tpu", "tpu-v3") and not devices.pallas_compiles_for("tpu", None)
+    assert not devices.pallas_compiles_for("cpu", None)
+
+
+@pytest.mark.parametrize(("capability", "interpret"), [("7.5", True), ("8.0", False)])
+def test_the_kernels_say_why_they_are_interpreted_on_an_old_gpu(monkeypatch, capability, interpret):
+    from book_lib import devices
+
+    t4 = devices.choose("gpu", "Tesla T4", 1, 8, compute_capability=capability)
+    monkeypatch.setattr(devices, "_CHOICE", t4)
+    how = kernels.backend()
+    assert how.interpret is interpret
+    assert (f"this one has {capability}" in how.reason) is interpret, how.reason
+    assert ("compiled" if not interpret else "interpreted") in how.describe()

@@ -52,10 +52,33 @@ def test_setup_cell_installs_from_the_configured_repository():
     assert "pip.stderr" in setup and tools.jax_requirement() in setup, "a failed install shows pip's reason"
 
 
+@pytest.mark.parametrize("runtime", ["tpu", "gpu", "cpu"])
+def test_a_failed_install_names_the_one_command_for_its_runtime(runtime):
+    """The setup cell cannot import book_lib (that is what failed): its own lines must pick the command
+    `devices.upgrade_command` would, on a TPU VM, an NVIDIA GPU runtime and a CPU one."""
+    from types import SimpleNamespace
+
+    from book_lib import devices
+
+    lines = [line.strip() for line in tools.setup_cell_source().splitlines()]
+    picked = [line for line in lines if line.startswith(("extra = ", "fix = "))]
+    exists = lambda path: runtime == "tpu" and path == "/dev/accel0"  # noqa: E731
+    which = lambda tool: "/usr/bin/nvidia-smi" if runtime == "gpu" else None  # noqa: E731
+    space = {"os": SimpleNamespace(path=SimpleNamespace(exists=exists)), "shutil": SimpleNamespace(which=which)}
+    exec("\n".join(picked), space)  # noqa: S102 (the notebook's own lines)
+    required = tools.jax_requirement().split(">=")[1]
+    extra = {"tpu": "[tpu]", "gpu": "[cuda12]", "cpu": ""}[runtime]
+    assert space["fix"] == devices.upgrade_command(required, exists=exists, which=which)
+    assert space["fix"] == f'pip install -U "jax{extra}>={required}"'
+    with pytest.raises(RuntimeError, match="pip install -U"):
+        devices.check_jax_version("0.1.0")
+
+
 def test_the_jax_floor_is_declared_once_and_stated_in_the_setup_cell():
     project = tools.tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["requires-python"] == ">=3.11"
-    assert tools.jax_requirement() == "jax>=0.8.0"
+    floor = tools.jax_requirement().removeprefix("jax>=")
+    assert tools.jax_requirement() == f"jax>={floor}" and f"jax {floor} or newer" in (ROOT / "README.md").read_text()
     assert "rich" in project["dependencies"], "chapter 3's sharding pictures need rich"
 
 

@@ -181,7 +181,8 @@ def test_a_host_callback_is_refused_before_anything_runs():
         return base64.b64encode(forged.serialize()).decode()
 
     message = _judge(assignment, gid, _forge(assignment, gid, make))
-    assert message is not None and "does not run" in message, message
+    # refused by its custom call; a jax older than the one that wrote the bytecode cannot read it at all
+    assert message is not None and ("does not run" in message or "could not be read" in message), message
 
 
 def test_stablehlo_ops_read_operations_not_the_strings_around_them():

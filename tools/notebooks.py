@@ -36,9 +36,13 @@ if importlib.util.find_spec("book_lib") is None:
     source = "@SOURCE@"
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "--no-color", "-c", pins.name, source],
                          capture_output=True, text=True)
-    if pip.returncode:
+    if pip.returncode:  # name the one command for this runtime: a TPU's or NVIDIA GPU's jax, or the CPU one
+        import os, shutil
+        extra = "[tpu]" if any(map(os.path.exists, @TPU_FILES@)) else "[cuda12]" if shutil.which("nvidia-smi") else ""
+        fix = 'pip install -U "' + "@JAX@".replace("jax", "jax" + extra, 1) + '"'
         raise RuntimeError(f"pip could not install book_lib. It said:\\n{(pip.stdout + pip.stderr)[-2500:]}\\n"
-                           "Where it names jax: this book needs @JAX@; upgrade the runtime's jax, restart, rerun.")
+                           f"Where it names jax: this book needs @JAX@. Run  !{fix}  in a cell, restart the runtime "
+                           "and run this cell again.")
 import book_lib.devices
 book_lib.devices.setup()"""
 
@@ -62,11 +66,14 @@ def colab_prefix() -> str:
 def setup_cell_source() -> str:
     """The setup cell every notebook starts with, pointing at the configured repository."""
     url, branch = repository()
-    return SETUP_CELL.replace("@SOURCE@", f"book_lib @ git+{url}.git@{branch}").replace("@JAX@", jax_requirement())
+    from book_lib.devices import TPU_DEVICE_FILES
+
+    cell = SETUP_CELL.replace("@SOURCE@", f"book_lib @ git+{url}.git@{branch}").replace("@JAX@", jax_requirement())
+    return cell.replace("@TPU_FILES@", repr(TPU_DEVICE_FILES))
 
 
 def jax_requirement() -> str:
-    """The jax requirement `pyproject.toml` declares (`"jax>=0.8.0"`)."""
+    """The jax requirement `pyproject.toml` declares (`"jax>=0.10.0"`)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     return next(d for d in project["dependencies"] if d.startswith("jax"))
 
