@@ -9,7 +9,8 @@ export PATH := $(abspath $(BIN)):$(PATH)
 NOTEBOOKS := chapters solutions
 PYTEST_NB := --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300
 # The oldest jax the notebooks support: pyproject.toml's floor, the one place it is written. `make test`
-# runs the chapters on it too, the way a one-chip TPU runtime mixes devices (book_lib.devices).
+# runs the chapters on it too, as a one-chip TPU runtime runs them: its devices mixed (book_lib.devices)
+# and its matmuls rounded to bf16 (book_lib.precision; the solutions are checked so in the main run).
 FLOOR_JAX := $(shell sed -n 's/.*"jax>=\([0-9.]*\)".*/\1/p' pyproject.toml)
 FLOOR := .venv-floor
 FLOOR_STAMP := $(FLOOR)/.installed-$(FLOOR_JAX)
@@ -47,7 +48,8 @@ $(FLOOR_STAMP): requirements.lock pyproject.toml
 
 # Executed, not compared (nbval-lax): JAX's printed words differ between versions; the cells' own checks run.
 floor: $(FLOOR_STAMP)
-	BOOK_LIB_EMULATE_ONE_CHIP=1 $(FLOOR)/bin/pytest -n 2 --dist loadscope -p no:cacheprovider chapters \
+	BOOK_LIB_EMULATE_ONE_CHIP=1 BOOK_LIB_MATMUL_PRECISION=bf16 $(FLOOR)/bin/pytest -n 2 --dist loadscope \
+	  -p no:cacheprovider chapters \
 	  --nbval-lax --nbval-cell-timeout=300
 
 $(SITE_ASSETS): tools/site/package.json tools/site/package-lock.json

@@ -542,8 +542,8 @@ CHEATS = ("ch07_inference", "ch08_serving_llama3", "ch09_profiling", "ch12_gpus"
 
 @pytest.mark.parametrize("assignment", CHEATS)
 def test_cheats_in_the_kernel_gain_nothing_on_later_assignments(assignment, tmp_path):
-    # 10 s a cell: a kernel with shadowed builtins stalls until the limit (it costs time, not points)
-    course = Course(tmp_path, [assignment], cell_timeout_s=10, seed=SEED)
+    # 6 s a cell: a kernel with shadowed builtins stalls until the limit (it costs time, not points)
+    course = Course(tmp_path, [assignment], cell_timeout_s=6, seed=SEED)
     values = course.values[assignment]
     keys, wrong = keys_for(assignment), _wrong_answers(assignment, values)
     students = {
