@@ -6,17 +6,22 @@ Every module is reachable from the package (`book_lib.roofline.matmul_cost(...)`
 the first time it is used. The layers, lowest first:
 
 * specs and checks: `hardware` (every chip, with sources), `checks` (argument validation);
-* pure cost models, no JAX: `roofline`, `topology`, `collectives`, `sharding`, `transformer`, `gpu` (SMs,
+* pure cost models, no JAX: `roofline`, `topology`, `collectives`, `notation` (A[I_X, J]),
+  `sharding` (a sharded matmul's plan), `transformer` (counts from a
+  model's shapes; `breakdowns` holds the records they return, `models` the published configs), `gpu` (SMs,
   shared-memory tiles, AllReduce across NVLink nodes),
   `inference` (decode and prefill times), `layout` (HLO array types: tiling padding, memory spaces),
-  `systolic` (a NumPy simulation),
-  `speculative` (speculative sampling's acceptance rules, in NumPy), `training` (parallelism bounds,
-  step time, memory and a planner; `python -m book_lib plan ...` runs it from a shell);
+  `systolic` (a NumPy simulation), `tiling` (the Pallas kernels' block sizes from on-chip memory),
+  `speculative` (speculative sampling's acceptance rules, in NumPy), `parallelism` (a step's `Layout`
+  and its placement on the hardware), `bounds` (the text's closed-form parallelism bounds), `training`
+  (step time, memory, whole runs and MFU on a `Layout`), `planner` (every sensible layout, ranked;
+  `python -m book_lib plan ...` runs it from a shell);
 * JAX: `devices` (the setup cell's device choice), `ring`, `attention` and `decode` (demos), `hlo` (compiled
   programs), `bench` (timing), `profile` (a program's trace, HLO ops and memory), `precision` (accelerator
   matmul rounding on a CPU), `kernels` (Pallas matmul and flash attention), `collective_matmul`
   (matmuls that overlap a ring of `ppermute`s);
-* for the reader: `plots` (matplotlib figures), `calculators` (the models with knobs: ipywidgets in a
+* for the reader: `plots` (the house style and the figures of chips), `model_plots` (the figures of a
+  model's costs), `calculators` (the models with knobs: ipywidgets in a
   notebook, a static table elsewhere).
 """
 
@@ -27,6 +32,8 @@ __version__ = "0.1.0"
 __all__ = [
     "attention",
     "bench",
+    "bounds",
+    "breakdowns",
     "calculators",
     "checks",
     "collective_matmul",
@@ -39,6 +46,11 @@ __all__ = [
     "inference",
     "kernels",
     "layout",
+    "model_plots",
+    "models",
+    "notation",
+    "parallelism",
+    "planner",
     "plots",
     "precision",
     "profile",
@@ -47,6 +59,7 @@ __all__ = [
     "sharding",
     "speculative",
     "systolic",
+    "tiling",
     "topology",
     "training",
     "transformer",

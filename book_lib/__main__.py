@@ -18,9 +18,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from book_lib import inference, training
+from book_lib import inference, parallelism, planner
 from book_lib.hardware import get_chip
-from book_lib.transformer import get_model
+from book_lib.models import get_model
 
 _SUFFIXES = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
@@ -56,7 +56,7 @@ def _add_plan(commands: Any) -> None:
         "plan",
         help="rank the ways to shard a training step",
         description="Rank data, FSDP, tensor, mixed and pipeline parallelism for one training step "
-        "(book_lib.training.plan_training).",
+        "(book_lib.planner.plan_training).",
     )
     plan.add_argument("--model", required=True, help="a book_lib.transformer preset, e.g. llama3-70b")
     plan.add_argument("--chip", required=True, help="a book_lib.hardware chip, e.g. tpu-v5p")
@@ -69,12 +69,12 @@ def _add_plan(commands: Any) -> None:
     plan.set_defaults(run=_plan)
 
 
-def _entry_json(entry: training.PlanEntry) -> dict[str, Any]:
+def _entry_json(entry: planner.PlanEntry) -> dict[str, Any]:
     step, memory = entry.step, entry.memory
     return {
         "rank": entry.rank,
         "scheme": entry.scheme,
-        "strategy": step.strategy,
+        "layout": {name: getattr(step.layout, name) for name in (*parallelism.DEGREES, "microbatches")},
         "mesh": step.mesh,
         "t_lower_s": step.t_lower,
         "t_upper_s": step.t_upper,
@@ -112,7 +112,7 @@ def _entry_json(entry: training.PlanEntry) -> dict[str, Any]:
     }
 
 
-def _plan_json(plan: training.TrainingPlan) -> str:
+def _plan_json(plan: planner.TrainingPlan) -> str:
     head = {
         "model": plan.model,
         "chip": plan.chip,
@@ -126,7 +126,7 @@ def _plan_json(plan: training.TrainingPlan) -> str:
     return json.dumps({**head, "entries": [_entry_json(e) for e in plan.entries]}, indent=2)
 
 
-def _plan_table(plan: training.TrainingPlan, top: int) -> str:
+def _plan_table(plan: planner.TrainingPlan, top: int) -> str:
     pods = f"{plan.pods} pods of " if plan.pods > 1 else "one slice "
     shape = "x".join(str(s) for s in plan.slice_shape)
     lines = [
@@ -151,8 +151,13 @@ def _plan_table(plan: training.TrainingPlan, top: int) -> str:
 
 
 def _plan(args: argparse.Namespace) -> str:
-    plan = training.plan_training(
-        args.model, args.chip, args.chips, args.batch_tokens, seq_len=args.seq, checkpoints_per_layer=args.checkpoints
+    plan = planner.plan_training(
+        args.model,
+        args.chip,
+        args.chips,
+        batch_tokens=args.batch_tokens,
+        seq_len=args.seq,
+        checkpoints_per_layer=args.checkpoints,
     )
     return _plan_json(plan) if args.json else _plan_table(plan, args.top)
 
@@ -170,26 +175,26 @@ def _add_serve(commands: Any) -> None:
     serve.add_argument("--chip", required=True, help="a book_lib.hardware chip, e.g. tpu-v5e")
     serve.add_argument("--chips", required=True, type=_count_arg, help="chips of one slice, e.g. 8 (a 2x4)")
     serve.add_argument("--context", required=True, type=_count_arg, help="tokens in each KV cache, e.g. 8192")
-    serve.add_argument("--dtype", choices=tuple(inference.WEIGHT_BYTES), default="bf16", help="weights and KV cache")
+    serve.add_argument("--dtype", choices=inference.SERVING_DTYPES, default="bf16", help="weights and KV cache")
     serve.add_argument("--batches", help="comma-separated batch sizes (default: powers of 2 up to the largest fit)")
     serve.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
     serve.set_defaults(run=_serve)
 
 
 def _serve_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
-    size = inference.WEIGHT_BYTES[args.dtype]
+    dtypes = {"weight_dtype": args.dtype, "kv_dtype": args.dtype}
     if args.batches:
         batches = [parse_count(b) for b in args.batches.split(",")]
     else:
-        largest = inference.max_batch(args.model, args.chip, args.chips, args.context, weight_bytes=size, kv_bytes=size)
+        largest = inference.max_batch(args.model, args.chip, args.chips, context_len=args.context, **dtypes)
         batches = [2**i for i in range(max(largest, 1).bit_length())]
     steps = inference.latency_throughput(
-        args.model, args.chip, args.chips, args.context, batches, weight_bytes=size, kv_bytes=size
+        args.model, args.chip, args.chips, context_len=args.context, batches=batches, **dtypes
     )
     rows = []
     for s in steps:
         try:
-            usd = inference.cost_per_million_tokens(s.tokens_per_s_per_chip, args.chip)
+            usd = inference.cost_per_million_tokens(args.chip, tokens_per_s_per_chip=s.tokens_per_s_per_chip)
         except ValueError:
             usd = None
         rows.append(

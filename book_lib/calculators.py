@@ -13,7 +13,7 @@ Displayed as a notebook cell's last expression, it shows two outputs:
 A setting the model refuses (a slice that is not offered, a batch that does not fit) shows the
 model's own `ValueError` message in place of the table: the calculator never hides an error.
 
-The four calculators call `roofline`, `collectives`, `training.plan_training` and
+The four calculators call `roofline`, `collectives`, `planner.plan_training` and
 `inference.decode_step_time`; none computes anything itself.
 Book: Part 1 (rooflines), Part 3 (collectives), Parts 5-6 (training), Parts 7-8 (serving).
 """
@@ -27,9 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from book_lib import checks, collectives, inference, roofline, topology, training
+from book_lib import checks, collectives, inference, planner, roofline, topology
 from book_lib.hardware import CHIPS, get_chip
-from book_lib.transformer import MODELS
+from book_lib.models import MODELS
 
 __all__ = ["Knob", "Calculator", "roofline_calculator", "collective_calculator", "training_calculator",
            "serving_calculator", "LIVE_NOTE"]  # fmt: skip
@@ -230,13 +230,13 @@ def _powers_of_two(low: int, high: int) -> tuple[int, ...]:
 
 # ----- the four calculators --------------------------------------------------------------------------
 
-# The dtypes a chip has a matmul peak for (`checks.DTYPES`), at their sizes in `inference.WEIGHT_BYTES`.
-_MATMUL_DTYPE_BYTES = {name: inference.WEIGHT_BYTES[name] for name in checks.DTYPES}
+# The dtypes a chip has a matmul peak for (`hardware.Chip.peak_ops_per_s`).
+_MATMUL_DTYPES = ("bf16", "int8")
 
 
 def _roofline_rows(chip: str, dtype: str, batch: int, d_model: int, d_ff: int) -> list[Row]:
     hw = get_chip(chip, arg="chip")
-    size = _MATMUL_DTYPE_BYTES[dtype]
+    size = checks.dtype_bytes(dtype, allowed=_MATMUL_DTYPES)
     cost = roofline.matmul_cost(batch, d_model, d_ff, size, size, size)
     peak = hw.peak_ops_per_s(dtype)
     t = roofline.roofline_time(cost.flops, cost.bytes, peak, hw.hbm_bytes_per_s)
@@ -265,7 +265,7 @@ def roofline_calculator(**defaults: Any) -> Calculator:
         title="Roofline of a matmul X[B, D] @ Y[D, F]",
         knobs=(
             Knob(name="chip", label="chip", values=tuple(CHIPS), default="tpu-v5e"),
-            Knob(name="dtype", label="dtype", values=tuple(_MATMUL_DTYPE_BYTES), default="bf16"),
+            Knob(name="dtype", label="dtype", values=_MATMUL_DTYPES, default="bf16"),
             Knob(name="batch", label="B (tokens)", values=_powers_of_two(0, 16), default=256),
             Knob(name="d_model", label="D", values=_powers_of_two(8, 16), default=8192),
             Knob(name="d_ff", label="F", values=_powers_of_two(8, 17), default=32768),
@@ -314,7 +314,7 @@ def collective_calculator(**defaults: Any) -> Calculator:
 
 
 def _training_rows(model: str, chip: str, n_chips: int, batch_mtokens: int, seq_len: int) -> list[Row]:
-    plan = training.plan_training(model, chip, n_chips, batch_mtokens * 2**20, seq_len=seq_len)
+    plan = planner.plan_training(model, chip, n_chips, batch_tokens=batch_mtokens * 2**20, seq_len=seq_len)
     best, step = plan.best, plan.best.step
     rows = [
         ("best scheme", best.scheme),
@@ -333,7 +333,7 @@ def _training_rows(model: str, chip: str, n_chips: int, batch_mtokens: int, seq_
 
 
 def training_calculator(**defaults: Any) -> Calculator:
-    """The best way to shard one training step: `training.plan_training` (every scheme, ranked).
+    """The best way to shard one training step: `planner.plan_training` (every layout, ranked).
 
     Step time max(T_math + T_bubble, T_comms) per scheme, memory per chip with Adam; the static table
     sweeps the number of chips. Knobs: model, chip, n_chips, batch_mtokens (2**20 tokens), seq_len.
@@ -357,10 +357,11 @@ def training_calculator(**defaults: Any) -> Calculator:
 
 
 def _serving_rows(model: str, chip: str, n_chips: int, context_len: int, dtype: str, batch: int) -> list[Row]:
-    size = inference.WEIGHT_BYTES[dtype]
-    s = inference.decode_step_time(model, chip, n_chips, batch, context_len, weight_bytes=size, kv_bytes=size)
+    s = inference.decode_step_time(
+        model, chip, n_chips, batch=batch, context_len=context_len, weight_dtype=dtype, kv_dtype=dtype
+    )
     try:
-        usd = f"${inference.cost_per_million_tokens(s.tokens_per_s_per_chip, chip):.2f}"
+        usd = f"${inference.cost_per_million_tokens(chip, tokens_per_s_per_chip=s.tokens_per_s_per_chip):.2f}"
     except ValueError:
         usd = "no price in the text"
     return [
@@ -393,7 +394,7 @@ def serving_calculator(**defaults: Any) -> Calculator:
             Knob(name="chip", label="chip", values=tuple(CHIPS), default="tpu-v5e"),
             Knob(name="n_chips", label="chips", values=tuple(slices), default=8),
             Knob(name="context_len", label="context (tokens)", values=_powers_of_two(9, 17), default=8192),
-            Knob(name="dtype", label="weights and KV", values=tuple(inference.WEIGHT_BYTES), default="int8"),
+            Knob(name="dtype", label="weights and KV", values=inference.SERVING_DTYPES, default="int8"),
             Knob(name="batch", label="batch (sequences)", values=_powers_of_two(0, 10), default=32),
         ),
         compute=_serving_rows,

@@ -21,12 +21,29 @@ from typing import TYPE_CHECKING, TypeVar
 if TYPE_CHECKING:
     from book_lib.hardware import Chip
 
-__all__ = ["positive", "non_negative", "count", "one_of", "lookup", "dtype", "chip", "DTYPES"]
+__all__ = ["positive", "non_negative", "count", "one_of", "lookup", "dtype", "dtype_bytes", "chip", "DTYPES"]
 
 T = TypeVar("T")
 
-# Canonical dtype -> the spellings accepted for it (compared lowercased).
-DTYPES = {"bf16": ("bf16", "bfloat16"), "int8": ("int8", "i8", "s8")}
+# The one dtype table of book_lib: canonical name -> (bytes per value, the spellings accepted for it,
+# compared lowercased; HLO's element types among them). int4 packs two values in a byte.
+DTYPES: dict[str, tuple[float, tuple[str, ...]]] = {
+    "fp64": (8, ("fp64", "float64", "f64")),
+    "fp32": (4, ("fp32", "float32", "f32")),
+    "bf16": (2, ("bf16", "bfloat16")),
+    "fp16": (2, ("fp16", "float16", "f16", "half")),
+    "fp8": (1, ("fp8", "float8", "f8e4m3fn", "f8e5m2", "e4m3", "e5m2")),
+    "int64": (8, ("int64", "i64", "s64")),
+    "int32": (4, ("int32", "i32", "s32")),
+    "int16": (2, ("int16", "i16", "s16")),
+    "int8": (1, ("int8", "i8", "s8")),
+    "int4": (0.5, ("int4", "i4", "s4")),
+    "uint64": (8, ("uint64", "u64")),
+    "uint32": (4, ("uint32", "u32")),
+    "uint16": (2, ("uint16", "u16")),
+    "uint8": (1, ("uint8", "u8")),
+    "pred": (1, ("pred", "bool")),
+}
 
 
 def _real(value: object) -> bool:
@@ -83,13 +100,20 @@ def lookup(arg: str, value: str, table: dict[str, T], *, what: str, key: Callabl
     return found
 
 
-def dtype(value: str, arg: str = "dtype") -> str:
-    """The canonical name (`"bf16"`, `"int8"`) of a dtype spelled any common way ("BF16", "bfloat16")."""
-    spellings = {s: name for name, names in DTYPES.items() for s in names}
+def dtype(value: str, arg: str = "dtype", *, allowed: Iterable[str] | None = None) -> str:
+    """The canonical name (`"bf16"`, `"int8"`) of a dtype spelled any common way ("BF16", "bfloat16"),
+    one of the canonical names `allowed` when given (every dtype of `DTYPES` otherwise)."""
+    names = tuple(DTYPES if allowed is None else allowed)
+    spellings = {s: name for name in names for s in DTYPES[name][1]}
     if isinstance(value, str) and value.lower() in spellings:
         return spellings[value.lower()]
     hint = _close(value.lower(), spellings) if isinstance(value, str) else ""
-    raise ValueError(f"{arg}={value!r}: unknown dtype; {hint}allowed: {', '.join(spellings)}")
+    raise ValueError(f"{arg}={value!r}: unknown dtype; {hint}allowed: {', '.join(names)}")
+
+
+def dtype_bytes(value: str, arg: str = "dtype", *, allowed: Iterable[str] | None = None) -> float:
+    """Bytes per value of a dtype spelled any common way (`DTYPES`): bf16 2, int8 1, int4 0.5."""
+    return DTYPES[dtype(value, arg, allowed=allowed)][0]
 
 
 def chip(value: Chip | str, arg: str = "chip") -> Chip:

@@ -11,11 +11,11 @@ Conventions, shared by every function here:
 * The time is max(bandwidth time, latency time): large arrays are bandwidth-bound, small ones
   pay about `hop_latency_s` (1 us by default, the book's figure for ICI) per hop.
 
-Which axes close into rings: by default the physical answer, from `topology` (the axes are taken
-as a slice of their own, padded with axes of one chip: a v5e axis of 16 wraps, one of 4 does not;
-a million-chip axis does not fit a pod and is refused). Passing `wraparound` (a bool, or one per
-axis) is the abstract mode of the text's idealised examples: rings or lines of any size that fits
-a pod. For an axis inside a larger slice, pass that slice's `Slice.wraparound` for it.
+Which axes close into rings: by default the physical answer, `topology.ring_flags` of the axes
+(book_lib's one rule: a v5e axis of 16 wraps, one of 4 does not); a group of more chips than a pod
+holds is refused. Passing `wraparound` (a bool, or one per axis) is the abstract mode of the text's
+idealised examples: rings or lines of any size that fits a pod. For an axis inside a larger mesh,
+pass `topology.ring_flags` of the whole mesh for it.
 
 Bandwidth a device can use (B, bytes/s), by `link`:
 
@@ -60,7 +60,6 @@ Worked problem 3.10; Part 2 (All About TPUs), "TPU Networking" (DCN per host).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from book_lib import checks, topology
@@ -193,26 +192,13 @@ def _switched_path(chip: Chip, sizes: tuple[int, ...], name: str, link: str) -> 
 
 
 def _torus_path(chip: Chip, sizes: tuple[int, ...], name: str, wraparound: bool | tuple[bool, ...] | None) -> _Path:
-    """ICI on a TPU: the physical rings of `topology` (wraparound None) or the ones asked for."""
-    shown = sizes if name == "axis_sizes" else sizes[0]
-    if wraparound is None:
-        n_dims = len(chip.pod_shape)
-        if len(sizes) > n_dims:
-            raise ValueError(f"{name}={shown!r}: more axes than a {chip.name} slice has; allowed: {n_dims} at most")
-        try:
-            wraps = topology.Slice.of(chip, sizes + (1,) * (n_dims - len(sizes))).wraparound[: len(sizes)]
-        except ValueError:
-            raise ValueError(
-                f"{name}={shown!r}: does not fit a {chip.name} pod {chip.pod_shape}; "
-                "allowed: sides that fit it (or pass wraparound= for an idealised ring)"
-            ) from None
-    else:
-        wraps = _wraps(wraparound, len(sizes))
-        if math.prod(sizes) > chip.chips_per_pod:
-            raise ValueError(
-                f"{name}={shown!r}: {math.prod(sizes)} chips exceed one {chip.name} pod; "
-                f"allowed: <= {chip.chips_per_pod} chips"
-            )
+    """ICI on a TPU: the physical rings of `topology.ring_flags` (wraparound None) or the ones asked for."""
+    if math.prod(sizes) > chip.chips_per_pod:
+        raise ValueError(
+            f"{name}={sizes if name == 'axis_sizes' else sizes[0]!r}: {math.prod(sizes)} chips exceed one "
+            f"{chip.name} pod; allowed: <= {chip.chips_per_pod} chips"
+        )
+    wraps = topology.ring_flags(chip, sizes) if wraparound is None else _wraps(wraparound, len(sizes))
     link = chip.ici_bytes_per_s
     return _Path(
         bytes_per_s=sum(topology.axis_bytes_per_s(s, w, link) for s, w in zip(sizes, wraps, strict=True)),
@@ -258,7 +244,7 @@ def collective_time(
         array_bytes: V (bytes), > 0; see the module docstring for which array that is.
         axis_sizes: devices along each mesh axis (counts, >= 1): an int for one axis, a tuple for several.
         chip: a `Chip` or a name for `hardware.get_chip`.
-        wraparound: None for the physical rings (`topology`); a bool for all axes, or one per axis,
+        wraparound: None for the physical rings (`topology.ring_flags`); a bool for all axes, or one per axis,
             for the text's idealised rings and lines. Only used for `"ici"` on TPUs.
         link: `"ici"`, `"dcn"` or `"pcie"`.
         hop_latency_s: fixed cost of one hop (s), >= 0. The 1 us default is the book's ICI figure;
@@ -358,84 +344,129 @@ def link_load_fraction(op: str, n_devices: int, *, bidirectional: bool = False) 
     return max(load.values()) * piece * (2 if op == "all_reduce" else 1)
 
 
-_DOCS = {
-    "all_gather": """Seconds to AllGather over {axes}; V = `array_bytes` gathered.
+def _total_s(
+    op: str, array_bytes: float, sizes: int | tuple[int, ...], chip: Chip | str,
+    wraparound: bool | tuple[bool, ...] | None, link: str, hop_latency_s: float, *, several: bool,
+) -> float:  # fmt: skip
+    """`collective_time(...).total_s` for the seven shorthands below; `several` picks the multi-axis form."""
+    if several and not isinstance(sizes, tuple):  # collective_time takes both; each shorthand takes one
+        raise ValueError(f"axis_sizes={sizes!r}: not a tuple; allowed: a tuple of ints >= 1, one per axis")
+    if not several and isinstance(sizes, tuple):
+        raise ValueError(f"axis_size={sizes!r}: not a count; allowed: an int >= 1")
+    return collective_time(
+        op, array_bytes, sizes, chip, wraparound=wraparound, link=link, hop_latency_s=hop_latency_s
+    ).total_s
 
-    t = max((N - 1) / N * V / B, hops * hop_latency_s), B = 2 W per ring axis, W per line axis
-    (ICI on a TPU; see the module docstring for GPUs, DCN and PCIe); several axes add their B.
-    Book: Part 3 (Sharded Matrices and How to Multiply Them), "Case 2" and "What happens when we
-    AllGather over multiple axes?"
-    """,
-    "reduce_scatter": """Seconds to ReduceScatter over {axes}; V = `array_bytes` unreduced per device.
+
+def all_gather_time(
+    array_bytes: float, axis_size: int, chip: Chip | str, *,
+    wraparound: bool | None = None, link: str = "ici", hop_latency_s: float = HOP_LATENCY_S,
+) -> float:  # fmt: skip
+    """Seconds to AllGather over one mesh axis of `axis_size` devices; V = `array_bytes` gathered.
+
+    t = max((N - 1) / N * V / B, hops * hop_latency_s), B = 2 W on a ring axis and W on a line
+    (ICI on a TPU; see the module docstring for GPUs, DCN and PCIe); `collective_time` has the parts.
+    Book: Part 3 (Sharded Matrices and How to Multiply Them), "Case 2".
+
+    Raises:
+        ValueError: see `collective_time`; `axis_size` not an int >= 1.
+    """
+    return _total_s("all_gather", array_bytes, axis_size, chip, wraparound, link, hop_latency_s, several=False)
+
+
+def reduce_scatter_time(
+    array_bytes: float, axis_size: int, chip: Chip | str, *,
+    wraparound: bool | None = None, link: str = "ici", hop_latency_s: float = HOP_LATENCY_S,
+) -> float:  # fmt: skip
+    """Seconds to ReduceScatter over one mesh axis of `axis_size` devices; V = `array_bytes` unreduced per device.
 
     Same time as an AllGather of V: t = max((N - 1) / N * V / B, hops * hop_latency_s); the
     additions are not counted.
     Book: Part 3 (Sharded Matrices and How to Multiply Them), "Case 3".
-    """,
-    "all_reduce": """Seconds to AllReduce over {axes}; V = `array_bytes` unreduced per device.
+
+    Raises:
+        ValueError: see `collective_time`; `axis_size` not an int >= 1.
+    """
+    return _total_s("reduce_scatter", array_bytes, axis_size, chip, wraparound, link, hop_latency_s, several=False)
+
+
+def all_reduce_time(
+    array_bytes: float, axis_size: int, chip: Chip | str, *,
+    wraparound: bool | None = None, link: str = "ici", hop_latency_s: float = HOP_LATENCY_S,
+) -> float:  # fmt: skip
+    """Seconds to AllReduce over one mesh axis of `axis_size` devices; V = `array_bytes` unreduced per device.
 
     A ReduceScatter then an AllGather: t = max(2 (N - 1) / N * V / B, 2 hops * hop_latency_s).
     Book: Part 3 (Sharded Matrices and How to Multiply Them), "Case 3".
-    """,
-    "all_to_all": """Seconds to AllToAll over {axes}; V = `array_bytes` of the whole array (V / N per device).
 
-    TPU ring: (N^2 - N mod 2) / (8 N^2) * V / W; TPU line: floor(N^2 / 4) / N^2 * V / W;
-    switched links: (N - 1) / N^2 * V / B; then the max with hops * hop_latency_s.
+    Raises:
+        ValueError: see `collective_time`; `axis_size` not an int >= 1.
+    """
+    return _total_s("all_reduce", array_bytes, axis_size, chip, wraparound, link, hop_latency_s, several=False)
+
+
+def all_to_all_time(
+    array_bytes: float, axis_size: int, chip: Chip | str, *,
+    wraparound: bool | None = None, link: str = "ici", hop_latency_s: float = HOP_LATENCY_S,
+) -> float:  # fmt: skip
+    """Seconds to AllToAll over one mesh axis of `axis_size` devices; V = `array_bytes` of the whole array.
+
+    Each device holds V / N before and after. TPU ring: (N^2 - N mod 2) / (8 N^2) * V / W; TPU line:
+    floor(N^2 / 4) / N^2 * V / W; switched links: (N - 1) / N^2 * V / B; then the max with
+    hops * hop_latency_s.
     Book: Part 3 (Sharded Matrices and How to Multiply Them), "Our final communication
     primitive: the AllToAll"; Worked problem 3.10.
-    """,
-}
-_RAISES = """
+
     Raises:
-        ValueError: see `collective_time`.
+        ValueError: see `collective_time`; `axis_size` not an int >= 1.
     """
+    return _total_s("all_to_all", array_bytes, axis_size, chip, wraparound, link, hop_latency_s, several=False)
 
 
-def _one_axis(op: str) -> Callable[..., float]:
-    def time(
-        array_bytes: float,
-        axis_size: int,
-        chip: Chip | str,
-        *,
-        wraparound: bool | None = None,
-        link: str = "ici",
-        hop_latency_s: float = HOP_LATENCY_S,
-    ) -> float:
-        checks.count("axis_size", axis_size)
-        return collective_time(
-            op, array_bytes, axis_size, chip, wraparound=wraparound, link=link, hop_latency_s=hop_latency_s
-        ).total_s
+def all_gather_time_multi(
+    array_bytes: float, axis_sizes: tuple[int, ...], chip: Chip | str, *,
+    wraparound: bool | tuple[bool, ...] | None = None, link: str = "ici", hop_latency_s: float = HOP_LATENCY_S,
+) -> float:  # fmt: skip
+    """Seconds to AllGather over several mesh axes at once, of `axis_sizes` devices; V = `array_bytes` gathered.
 
-    time.__name__ = time.__qualname__ = f"{op}_time"
-    time.__doc__ = _DOCS[op].format(axes="one mesh axis of `axis_size` devices") + _RAISES
-    return time
+    t = max((N - 1) / N * V / B, hops * hop_latency_s) with N = prod(axis_sizes): the axes add
+    their bandwidths B (2 W a ring, W a line) and their hops.
+    Book: Part 3 (Sharded Matrices and How to Multiply Them), "What happens when we AllGather
+    over multiple axes?"
+
+    Raises:
+        ValueError: see `collective_time`; `axis_sizes` not a tuple.
+    """
+    return _total_s("all_gather", array_bytes, axis_sizes, chip, wraparound, link, hop_latency_s, several=True)
 
 
-def _several_axes(op: str) -> Callable[..., float]:
-    def time(
-        array_bytes: float,
-        axis_sizes: tuple[int, ...],
-        chip: Chip | str,
-        *,
-        wraparound: bool | tuple[bool, ...] | None = None,
-        link: str = "ici",
-        hop_latency_s: float = HOP_LATENCY_S,
-    ) -> float:
-        if not isinstance(axis_sizes, tuple):
-            raise ValueError(f"axis_sizes={axis_sizes!r}: not a tuple; allowed: a tuple of ints >= 1, one per axis")
-        return collective_time(
-            op, array_bytes, axis_sizes, chip, wraparound=wraparound, link=link, hop_latency_s=hop_latency_s
-        ).total_s
+def reduce_scatter_time_multi(
+    array_bytes: float, axis_sizes: tuple[int, ...], chip: Chip | str, *,
+    wraparound: bool | tuple[bool, ...] | None = None, link: str = "ici", hop_latency_s: float = HOP_LATENCY_S,
+) -> float:  # fmt: skip
+    """Seconds to ReduceScatter over several mesh axes at once, of `axis_sizes` devices (V unreduced per device).
 
-    time.__name__ = time.__qualname__ = f"{op}_time_multi"
-    time.__doc__ = _DOCS[op].format(axes="several mesh axes at once, of `axis_sizes` devices") + _RAISES
-    return time
+    As `all_gather_time_multi`: t = max((N - 1) / N * V / B, hops * hop_latency_s), the axes adding
+    their bandwidths and hops; the additions are not counted.
+    Book: Part 3 (Sharded Matrices and How to Multiply Them), "Case 3".
+
+    Raises:
+        ValueError: see `collective_time`; `axis_sizes` not a tuple.
+    """
+    return _total_s("reduce_scatter", array_bytes, axis_sizes, chip, wraparound, link, hop_latency_s, several=True)
 
 
-all_gather_time = _one_axis("all_gather")
-reduce_scatter_time = _one_axis("reduce_scatter")
-all_reduce_time = _one_axis("all_reduce")
-all_to_all_time = _one_axis("all_to_all")
-all_gather_time_multi = _several_axes("all_gather")
-reduce_scatter_time_multi = _several_axes("reduce_scatter")
-all_reduce_time_multi = _several_axes("all_reduce")
+def all_reduce_time_multi(
+    array_bytes: float, axis_sizes: tuple[int, ...], chip: Chip | str, *,
+    wraparound: bool | tuple[bool, ...] | None = None, link: str = "ici", hop_latency_s: float = HOP_LATENCY_S,
+) -> float:  # fmt: skip
+    """Seconds to AllReduce over several mesh axes at once, of `axis_sizes` devices (V unreduced per device).
+
+    A ReduceScatter then an AllGather: t = max(2 (N - 1) / N * V / B, 2 hops * hop_latency_s), the
+    axes adding their bandwidths and hops.
+    Book: Part 3 (Sharded Matrices and How to Multiply Them), "Case 3".
+
+    Raises:
+        ValueError: see `collective_time`; `axis_sizes` not a tuple.
+    """
+    return _total_s("all_reduce", array_bytes, axis_sizes, chip, wraparound, link, hop_latency_s, several=True)

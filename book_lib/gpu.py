@@ -56,7 +56,7 @@ def _gpu_figure(chip: Chip | str, field: str) -> tuple[Chip, int]:
     return chip, int(value)
 
 
-def sm_ops_per_s(chip: Chip | str, dtype: str = "bf16") -> float:
+def sm_ops_per_s(chip: Chip | str, *, dtype: str = "bf16") -> float:
     """One streaming multiprocessor's share of the chip's dense matmul peak (FLOPs/s, OPs/s for int8).
 
     sm = peak_ops_per_s(dtype) / SMs. H100, bf16: 9.89e14 / 132 = 7.49e12.
@@ -69,7 +69,7 @@ def sm_ops_per_s(chip: Chip | str, dtype: str = "bf16") -> float:
     return chip.peak_ops_per_s(dtype) / chip.cores_per_chip
 
 
-def tensor_core_ops_per_s(chip: Chip | str, dtype: str = "bf16") -> float:
+def tensor_core_ops_per_s(chip: Chip | str, *, dtype: str = "bf16") -> float:
     """One tensor core's share of the chip's dense matmul peak (FLOPs/s, OPs/s for int8).
 
     tensor core = sm_ops_per_s / tensor_cores_per_sm. H100, bf16: 7.49e12 / 4 = 1.87e12.
@@ -79,13 +79,13 @@ def tensor_core_ops_per_s(chip: Chip | str, dtype: str = "bf16") -> float:
         ValueError: a TPU, a GPU with no tensor-core count recorded, or a dtype without a peak.
     """
     chip, tensor_cores = _gpu_figure(chip, "tensor_cores_per_sm")
-    return sm_ops_per_s(chip, dtype) / tensor_cores
+    return sm_ops_per_s(chip, dtype=dtype) / tensor_cores
 
 
-def shared_memory_tile_side(chip: Chip | str, *, dtype_bytes: int = 2, n_tiles: int = 2) -> int:
+def shared_memory_tile_side(chip: Chip | str, *, dtype: str = "bf16", n_tiles: int = 2) -> int:
     """Side T of the largest square tiles, `n_tiles` of them, that fit one SM's shared memory (elements).
 
-    n_tiles * T^2 * dtype_bytes <= shared_memory_bytes_per_sm, so T = floor(sqrt(smem / (n_tiles * dtype_bytes))).
+    n_tiles * T^2 * p <= shared_memory_bytes_per_sm, so T = floor(sqrt(smem / (n_tiles * p))), p the bytes of `dtype`.
     H100, two bf16 tiles: floor(sqrt(233,472 / 4)) = 241.
     Book: Part 2, Appendix A (shared memory, "similar to VMEM on a TPU").
 
@@ -93,22 +93,22 @@ def shared_memory_tile_side(chip: Chip | str, *, dtype_bytes: int = 2, n_tiles: 
         ValueError: a TPU, a GPU without a shared-memory size, or a width or count below 1.
     """
     _, smem_bytes = _gpu_figure(chip, "shared_memory_bytes_per_sm")
-    per_tile = checks.count("n_tiles", n_tiles) * checks.count("dtype_bytes", dtype_bytes)
-    return math.isqrt(smem_bytes // per_tile)
+    per_tile = checks.count("n_tiles", n_tiles) * checks.dtype_bytes(dtype)
+    return math.isqrt(int(smem_bytes // per_tile))
 
 
-def tile_intensity(side: int, *, dtype_bytes: int = 2) -> float:
+def tile_intensity(*, side: int, dtype: str = "bf16") -> float:
     """FLOPs per byte loaded when a block multiplies a [T, T] tile by a [T, T] tile (FLOPs/byte).
 
-    flops = 2 T^3 (T^2 outputs, T multiply-adds each); bytes = 2 T^2 dtype_bytes (both tiles read
-    once; the output accumulates in registers over many such steps), so intensity = T / dtype_bytes.
+    flops = 2 T^3 (T^2 outputs, T multiply-adds each); bytes = 2 T^2 p, p the bytes of `dtype` (both
+    tiles read once; the output accumulates in registers over many such steps), so intensity = T / p.
     Book: Part 1 (Rooflines), "Matrix multiplication" (the same count for one tile).
 
     Raises:
         ValueError: a side or width below 1.
     """
     t = checks.count("side", side)
-    return 2.0 * t**3 / (2.0 * t**2 * checks.count("dtype_bytes", dtype_bytes))
+    return 2.0 * t**3 / (2.0 * t**2 * checks.dtype_bytes(dtype))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -144,7 +144,7 @@ class HierarchicalAllReduce:
 
 
 def hierarchical_all_reduce(
-    array_bytes: float, n_nodes: int, chip: Chip | str, *, hop_latency_s: float = collectives.HOP_LATENCY_S
+    chip: Chip | str, *, array_bytes: float, n_nodes: int, hop_latency_s: float = collectives.HOP_LATENCY_S
 ) -> HierarchicalAllReduce:
     """AllReduce of V bytes over every GPU of `n_nodes` NVSwitch nodes, in three steps (s).
 
@@ -175,7 +175,7 @@ def hierarchical_all_reduce(
     )
 
 
-def dp_compute_bound_batch_per_gpu(chip: Chip | str, n_nodes: int) -> float:
+def dp_compute_bound_batch_per_gpu(chip: Chip | str, *, n_nodes: int) -> float:
     """Tokens per GPU above which data parallelism over `n_nodes` nodes hides its AllReduce (tokens).
 
     Per layer (W_in[D, F] and W_out[F, D]), the backward pass does 8 B D F FLOPs on each GPU's B tokens and
@@ -189,11 +189,11 @@ def dp_compute_bound_batch_per_gpu(chip: Chip | str, n_nodes: int) -> float:
         ValueError: a TPU or unknown chip, or a node count below 1.
     """
     chip = _gpu(chip)
-    tau = hierarchical_all_reduce(1.0, n_nodes, chip).bandwidth_s
+    tau = hierarchical_all_reduce(chip, array_bytes=1.0, n_nodes=n_nodes).bandwidth_s
     return chip.peak_ops_per_s("bf16") * tau / 2
 
 
-def dp_step_bound(chip: Chip | str, n_nodes: int, batch_per_gpu: float) -> str:
+def dp_step_bound(chip: Chip | str, *, n_nodes: int, batch_per_gpu: float) -> str:
     """What takes longest in a data-parallel layer over `n_nodes` nodes: "compute", "nvlink" or "scale_out".
 
     Per layer and per D F (which cancel), with B tokens per GPU: the backward matmuls take 8 B / C; the
@@ -207,7 +207,7 @@ def dp_step_bound(chip: Chip | str, n_nodes: int, batch_per_gpu: float) -> str:
     """
     chip = _gpu(chip)
     b = checks.positive("batch_per_gpu", batch_per_gpu)
-    steps = hierarchical_all_reduce(1.0, n_nodes, chip)
+    steps = hierarchical_all_reduce(chip, array_bytes=1.0, n_nodes=n_nodes)
     times = {
         "compute": 8 * b / chip.peak_ops_per_s("bf16"),
         "nvlink": 4 * (steps.reduce_scatter.bandwidth_s + steps.all_gather.bandwidth_s),
@@ -216,7 +216,7 @@ def dp_step_bound(chip: Chip | str, n_nodes: int, batch_per_gpu: float) -> str:
     return max(times, key=times.__getitem__)
 
 
-def pipeline_compute_bound_layers(chip: Chip | str, d_ff: int, *, bytes_per_s: float | None = None) -> float:
+def pipeline_compute_bound_layers(chip: Chip | str, *, d_ff: int, bytes_per_s: float | None = None) -> float:
     """Layers per pipeline stage above which what a stage sends hides under its math (layers).
 
     One GPU per stage, L layers of W_in[D, F] and W_out[F, D] each. Per token a layer does 12 D F

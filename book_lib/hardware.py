@@ -25,6 +25,8 @@ __all__ = [
     "VARIANTS",
     "get_chip",
     "chip_names",
+    "FAMILIES",
+    "ICI_TOPOLOGIES",
     "chip_from_device_kind",
     "MXU_PASS_ROWS",
     "MXU_PASS_CYCLES",
@@ -35,6 +37,9 @@ __all__ = [
 ]
 
 GiB = 2**30
+# What `Chip.family` and `Chip.ici_topology` may be (and what `chip_names` filters on).
+FAMILIES = ("tpu", "gpu")
+ICI_TOPOLOGIES = ("2d-torus", "3d-torus", "nvswitch")
 BOOK = "How to Scale Your Model, Part 2, 'Key Takeaways' tables"
 INTERNALS = "How to Scale Your Model, Part 2, Appendix C ('TPU internals')"
 PALLAS_TPU = "https://docs.jax.dev/en/latest/pallas/tpu/pipelining.html (memory spaces, VREGs, scalar unit)"
@@ -145,12 +150,12 @@ class Chip:
             value = getattr(self, attr)
             if not value > 0:
                 raise ValueError(f"{attr}={value!r}: not positive for chip {self.name!r}; allowed: > 0")
-        if self.family not in ("tpu", "gpu"):
-            raise ValueError(f"family={self.family!r}: unknown for chip {self.name!r}; allowed: 'tpu', 'gpu'")
-        if self.ici_topology not in ("2d-torus", "3d-torus", "nvswitch"):
+        if self.family not in FAMILIES:
+            raise ValueError(f"family={self.family!r}: unknown for chip {self.name!r}; allowed: {', '.join(FAMILIES)}")
+        if self.ici_topology not in ICI_TOPOLOGIES:
             raise ValueError(
                 f"ici_topology={self.ici_topology!r}: unknown for chip {self.name!r}; "
-                "allowed: '2d-torus', '3d-torus', 'nvswitch'"
+                f"allowed: {', '.join(ICI_TOPOLOGIES)}"
             )
         for attr in ("host_shape", "pod_shape"):
             shape = getattr(self, attr)
@@ -216,7 +221,8 @@ class Chip:
         Raises:
             ValueError: a dtype with no peak in this table (fp8 or fp32, say).
         """
-        return {"bf16": self.bf16_flops_per_s, "int8": self.int8_ops_per_s}[checks.dtype(dtype)]
+        name = checks.dtype(dtype, allowed=("bf16", "int8"))
+        return self.bf16_flops_per_s if name == "bf16" else self.int8_ops_per_s
 
     @property
     def is_tpu(self) -> bool:
@@ -578,9 +584,36 @@ def _key(name: str) -> str:
 _BY_NAME_ALL = {chip.name: chip for chip in (*_ALL, *_VARIANTS)}
 
 
-def chip_names() -> tuple[str, ...]:
-    """Canonical names of every chip in `CHIPS`, in table order."""
-    return tuple(CHIPS)
+def chip_names(
+    *, family: str | None = None, ici_topology: str | None = None, since: str | Chip | None = None
+) -> tuple[str, ...]:
+    """Canonical names of the chips in `CHIPS` that match every filter given, in table order.
+
+    The table lists each family oldest generation first, so `chip_names(family="tpu", since="v4")`
+    is ("tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-7x") and
+    `chip_names(ici_topology="3d-torus")` is ("tpu-v4", "tpu-v5p", "tpu-7x").
+
+    Args:
+        family: `"tpu"` or `"gpu"`; None for both.
+        ici_topology: `"2d-torus"`, `"3d-torus"` or `"nvswitch"`; None for any.
+        since: a chip of `CHIPS` (any spelling `get_chip` takes): it and the chips after it in the table.
+
+    Raises:
+        ValueError: an unknown family or topology, or a `since` that is not in `CHIPS`.
+    """
+    if family is not None:
+        checks.one_of("family", family, FAMILIES)
+    if ici_topology is not None:
+        checks.one_of("ici_topology", ici_topology, ICI_TOPOLOGIES)
+    names = tuple(CHIPS)
+    if since is not None:
+        first = get_chip(since, arg="since").name
+        names = names[names.index(checks.one_of("since", first, names)) :]
+    return tuple(
+        name
+        for name in names
+        if family in (None, CHIPS[name].family) and ici_topology in (None, CHIPS[name].ici_topology)
+    )
 
 
 def get_chip(name: str | Chip, *, arg: str = "name") -> Chip:

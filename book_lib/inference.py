@@ -24,13 +24,15 @@ from dataclasses import dataclass
 
 from book_lib import checks, collectives, topology
 from book_lib.hardware import PRICES_USD_PER_CHIP_HOUR, Chip, price_usd_per_chip_hour
-from book_lib.transformer import TransformerConfig, get_model
+from book_lib.models import get_model
+from book_lib.transformer import TransformerConfig
 
-# Bytes per weight (and per cached key or value) of the formats the text serves in: Part 7, "Quantization".
-WEIGHT_BYTES = {"bf16": 2, "int8": 1, "int4": 0.5}
+# The formats the text serves weights and KV caches in (Part 7, "Quantization"): the calculators' and CLI's
+# choices. Every function here takes any dtype of `checks.DTYPES`.
+SERVING_DTYPES = ("bf16", "int8", "int4")
 
 __all__ = [
-    "WEIGHT_BYTES",
+    "SERVING_DTYPES",
     "DecodeStep",
     "decode_step_time",
     "decode_step_time_from_sizes",
@@ -115,20 +117,29 @@ def _slice(chip: Chip, n_chips: int) -> topology.Slice:
     return topology.smallest_slice(chip, n_chips)
 
 
+def _sizes(weight_dtype: str, kv_dtype: str) -> tuple[float, float]:
+    """Bytes per weight and per cached key or value of two dtypes (`checks.DTYPES`)."""
+    return checks.dtype_bytes(weight_dtype, "weight_dtype"), checks.dtype_bytes(kv_dtype, "kv_dtype")
+
+
+def _memory(model: TransformerConfig, batch: int, context_len: int, w: float, kv: float) -> float:
+    """P w + B S kv_bytes_per_token(kv) (bytes), arguments already checked."""
+    return model.param_count() * w + batch * context_len * model.kv_cache_bytes_per_token(kv)
+
+
 def memory_bytes(
-    model: TransformerConfig | str, batch: int, context_len: int, *, weight_bytes: float = 2, kv_bytes: float = 2
+    model: TransformerConfig | str, *, batch: int, context_len: int, weight_dtype: str = "bf16", kv_dtype: str = "bf16"
 ) -> float:
     """Weights plus KV caches of a batch (bytes): P weight_bytes + B S kv_bytes_per_token.
 
+    Byte sizes of `weight_dtype` and `kv_dtype` from `checks.DTYPES` (bf16 2, int8 1, int4 0.5).
     Activations are left out: without a backward pass they are a few [B, D] arrays.
     Book: Part 7, "What about memory?"; Part 8, "What's the LLaMA Serving Story?".
     """
-    model = get_model(model, arg="model")
-    checks.count("batch", batch, minimum=0)
-    checks.count("context_len", context_len)
-    checks.positive("weight_bytes", weight_bytes)
-    per_token = model.kv_cache_bytes_per_token(checks.positive("kv_bytes", kv_bytes))
-    return model.param_count() * weight_bytes + batch * context_len * per_token
+    cfg = get_model(model, arg="model")
+    w, kv = _sizes(weight_dtype, kv_dtype)
+    batch = checks.count("batch", batch, minimum=0)
+    return _memory(cfg, batch, checks.count("context_len", context_len), w, kv)
 
 
 def _ici_s(model: TransformerConfig, chip: Chip, batch: int, n_chips: int, act_bytes: float) -> float:
@@ -146,13 +157,13 @@ def decode_step_time(
     model: TransformerConfig | str,
     chip: Chip | str,
     n_chips: int,
+    *,
     batch: int,
     context_len: int,
-    *,
-    weight_bytes: float = 2,
-    kv_bytes: float = 2,
+    weight_dtype: str = "bf16",
+    kv_dtype: str = "bf16",
     math_dtype: str = "bf16",
-    act_bytes: float = 2,
+    act_dtype: str = "bf16",
 ) -> DecodeStep:
     """One generation step of `batch` sequences at `context_len` on `n_chips` chips (see the module docstring).
 
@@ -165,41 +176,39 @@ def decode_step_time(
         n_chips: chips of an offered slice (`topology.slice_shapes`), sharded Megatron-style.
         batch: sequences decoded together (count, >= 1).
         context_len: S, tokens already in each KV cache (count).
-        weight_bytes: bytes per weight (2 bf16, 1 int8, 0.5 int4).
-        kv_bytes: bytes per cached key or value.
+        weight_dtype: the weights' format ("bf16", "int8", "int4", any of `checks.DTYPES`).
+        kv_dtype: the format of cached keys and values.
         math_dtype: the dtype the MXU multiplies in ("bf16", or "int8" with int8 activations).
-        act_bytes: bytes per activation value the collectives move.
+        act_dtype: the activations the collectives move.
     Book: Part 7, equation (4) and "Note on ICI bounds for generation".
     """
-    model = get_model(model, arg="model")
-    chip = checks.chip(chip)
-    _slice(chip, n_chips)
-    checks.count("batch", batch)
-    checks.positive("act_bytes", act_bytes)
-    hbm_bytes_per_s = n_chips * chip.hbm_bytes_per_s
-    weights = memory_bytes(model, 0, context_len, weight_bytes=weight_bytes, kv_bytes=kv_bytes)
-    total = memory_bytes(model, batch, context_len, weight_bytes=weight_bytes, kv_bytes=kv_bytes)
+    cfg, hw = get_model(model, arg="model"), checks.chip(chip)
+    _slice(hw, n_chips)
+    batch, context_len = checks.count("batch", batch), checks.count("context_len", context_len)
+    w, kv = _sizes(weight_dtype, kv_dtype)
+    hbm_bytes_per_s = n_chips * hw.hbm_bytes_per_s
+    weights, total = _memory(cfg, 0, context_len, w, kv), _memory(cfg, batch, context_len, w, kv)
     return DecodeStep(
         batch=batch,
         n_chips=n_chips,
         t_kv=(total - weights) / hbm_bytes_per_s,
         t_weights=weights / hbm_bytes_per_s,
-        t_math=2 * batch * model.active_param_count() / (n_chips * chip.peak_ops_per_s(math_dtype)),
-        t_ici=_ici_s(model, chip, batch, n_chips, act_bytes),
+        t_math=2 * batch * cfg.active_param_count() / (n_chips * hw.peak_ops_per_s(math_dtype)),
+        t_ici=_ici_s(cfg, hw, batch, n_chips, checks.dtype_bytes(act_dtype, "act_dtype")),
         memory_bytes=total,
-        hbm_bytes=n_chips * chip.hbm_bytes,
+        hbm_bytes=n_chips * hw.hbm_bytes,
     )
 
 
 def decode_step_time_from_sizes(
+    chip: Chip | str,
+    n_chips: int,
     *,
     param_count: float,
     kv_bytes_per_token: float,
-    chip: Chip | str,
-    n_chips: int,
     batch: int,
     context_len: int,
-    weight_bytes: float = 2,
+    weight_dtype: str = "bf16",
     math_dtype: str = "bf16",
 ) -> DecodeStep:
     """Equation (4) from raw sizes, for a model known only by its counts (no collectives).
@@ -209,36 +218,35 @@ def decode_step_time_from_sizes(
     `t_ici` is 0 (the text's estimate leaves it out).
 
     Args:
+        chip: a `Chip` or a name; n_chips: chips the model is spread over (count).
         param_count: P, weights (count, > 0), all active.
         kv_bytes_per_token: bytes one token adds to a sequence's KV cache (> 0).
-        chip: a `Chip` or a name; n_chips: chips the model is spread over (count).
         batch: sequences decoded together (count); context_len: S, tokens in each cache (count).
-        weight_bytes: bytes per weight; math_dtype: the dtype the MXU multiplies in.
+        weight_dtype: the weights' format (`checks.DTYPES`); math_dtype: the dtype the MXU multiplies in.
     Book: Part 7, "Theoretical estimates for LLM latency and throughput" (the pop quiz).
     """
-    chip = checks.chip(chip)
+    hw = checks.chip(chip)
     checks.positive("param_count", param_count)
     checks.positive("kv_bytes_per_token", kv_bytes_per_token)
     checks.count("n_chips", n_chips)
     checks.count("batch", batch)
     checks.count("context_len", context_len)
-    checks.positive("weight_bytes", weight_bytes)
-    weights = param_count * weight_bytes
+    weights = param_count * checks.dtype_bytes(weight_dtype, "weight_dtype")
     caches = batch * context_len * kv_bytes_per_token
     return DecodeStep(
         batch=batch,
         n_chips=n_chips,
-        t_kv=caches / (n_chips * chip.hbm_bytes_per_s),
-        t_weights=weights / (n_chips * chip.hbm_bytes_per_s),
-        t_math=2 * batch * param_count / (n_chips * chip.peak_ops_per_s(math_dtype)),
+        t_kv=caches / (n_chips * hw.hbm_bytes_per_s),
+        t_weights=weights / (n_chips * hw.hbm_bytes_per_s),
+        t_math=2 * batch * param_count / (n_chips * hw.peak_ops_per_s(math_dtype)),
         t_ici=0.0,
         memory_bytes=weights + caches,
-        hbm_bytes=n_chips * chip.hbm_bytes,
+        hbm_bytes=n_chips * hw.hbm_bytes,
     )
 
 
 def prefill_time(
-    model: TransformerConfig | str, chip: Chip | str, n_chips: int, prompt_len: int, *, batch: int = 1, mfu: float = 1.0
+    model: TransformerConfig | str, chip: Chip | str, n_chips: int, *, prompt_len: int, batch: int = 1, mfu: float = 1.0
 ) -> float:
     """Time to prefill `batch` prompts of `prompt_len` tokens (s), compute-bound at `mfu` of peak.
 
@@ -246,64 +254,64 @@ def prefill_time(
     Prefill is compute-bound for any prompt longer than the critical batch, so only FLOPs count.
     Book: Part 7, "Linear operations: what bottlenecks us?" and "Prefill"; Part 8 (prefill time).
     """
-    model = get_model(model, arg="model")
-    chip = checks.chip(chip)
-    _slice(chip, n_chips)
+    cfg, hw = get_model(model, arg="model"), checks.chip(chip)
+    _slice(hw, n_chips)
     checks.count("prompt_len", prompt_len)
     checks.count("batch", batch)
     if not 0 < mfu <= 1:
         raise ValueError(f"mfu={mfu!r}: not a fraction of peak; allowed: 0 < mfu <= 1")
-    flops = batch * prompt_len * model.flops_per_token(prompt_len, training=False, causal=True)
-    return flops / (n_chips * chip.bf16_flops_per_s * mfu)
+    flops = batch * prompt_len * cfg.flops_per_token(prompt_len, training=False, causal=True)
+    return flops / (n_chips * hw.bf16_flops_per_s * mfu)
 
 
 def max_batch(
     model: TransformerConfig | str,
     chip: Chip | str,
     n_chips: int,
-    context_len: int,
     *,
-    weight_bytes: float = 2,
-    kv_bytes: float = 2,
+    context_len: int,
+    weight_dtype: str = "bf16",
+    kv_dtype: str = "bf16",
 ) -> int:
     """Most sequences of `context_len` whose KV caches fit beside the weights (count; 0 if none).
 
     B_max = floor((n HBM - P weight_bytes) / (S kv_bytes_per_token))
     Book: Part 7, "Modeling throughput and latency for LLaMA 2-13B"; Part 8, "Thinking about throughput".
     """
-    model = get_model(model, arg="model")
-    chip = checks.chip(chip)
-    _slice(chip, n_chips)
-    weights = memory_bytes(model, 0, context_len, weight_bytes=weight_bytes, kv_bytes=kv_bytes)
-    one = memory_bytes(model, 1, context_len, weight_bytes=weight_bytes, kv_bytes=kv_bytes) - weights
-    return max(0, math.floor((n_chips * chip.hbm_bytes - weights) / one))
+    cfg, hw = get_model(model, arg="model"), checks.chip(chip)
+    _slice(hw, n_chips)
+    context_len = checks.count("context_len", context_len)
+    w, kv = _sizes(weight_dtype, kv_dtype)
+    weights = _memory(cfg, 0, context_len, w, kv)
+    one = _memory(cfg, 1, context_len, w, kv) - weights
+    return max(0, math.floor((n_chips * hw.hbm_bytes - weights) / one))
 
 
 def min_chips(
     model: TransformerConfig | str,
     chip: Chip | str,
+    *,
     batch: int,
     context_len: int,
-    *,
-    weight_bytes: float = 2,
-    kv_bytes: float = 2,
-) -> topology.Slice:
-    """The smallest offered slice whose HBM holds the weights and `batch` KV caches.
+    weight_dtype: str = "bf16",
+    kv_dtype: str = "bf16",
+) -> int:
+    """Chips of the smallest offered slice whose HBM holds the weights and `batch` KV caches (count).
 
-    n >= (P weight_bytes + B S kv_bytes_per_token) / HBM per chip, rounded up to `topology.slice_shapes`.
+    n >= (P weight_bytes + B S kv_bytes_per_token) / HBM per chip, rounded up to `topology.slice_shapes`
+    (`topology.smallest_slice(chip, n)` gives its shape).
     Book: Part 8, "What's the LLaMA Serving Story?" (rounding to a slice shape).
 
     Raises:
         ValueError: bad arguments, or not even a whole pod holds it.
     """
-    chip = checks.chip(chip)
-    checks.count("batch", batch, minimum=0)
-    need = memory_bytes(model, batch, context_len, weight_bytes=weight_bytes, kv_bytes=kv_bytes)
-    for shape in topology.slice_shapes(chip):
-        if math.prod(shape) * chip.hbm_bytes >= need:
-            return topology.Slice(chip=chip, shape=shape)
+    hw = checks.chip(chip)
+    need = memory_bytes(model, batch=batch, context_len=context_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    for shape in topology.slice_shapes(hw):
+        if math.prod(shape) * hw.hbm_bytes >= need:
+            return math.prod(shape)
     raise ValueError(
-        f"batch={batch!r}: {need:.3g} bytes do not fit a whole {chip.name} pod; allowed: a smaller batch, "
+        f"batch={batch!r}: {need:.3g} bytes do not fit a whole {hw.name} pod; allowed: a smaller batch, "
         "context or dtype"
     )
 
@@ -312,11 +320,11 @@ def latency_throughput(
     model: TransformerConfig | str,
     chip: Chip | str,
     n_chips: int,
+    *,
     context_len: int,
     batches: tuple[int, ...] | list[int],
-    *,
-    weight_bytes: float = 2,
-    kv_bytes: float = 2,
+    weight_dtype: str = "bf16",
+    kv_dtype: str = "bf16",
     math_dtype: str = "bf16",
 ) -> tuple[DecodeStep, ...]:
     """`decode_step_time` at each batch of `batches`, for a plot of latency against throughput.
@@ -326,12 +334,13 @@ def latency_throughput(
     """
     if not isinstance(batches, (tuple, list)) or not batches:
         raise ValueError(f"batches={batches!r}: not a non-empty list; allowed: a list of batch sizes")
-    kw = {"weight_bytes": weight_bytes, "kv_bytes": kv_bytes, "math_dtype": math_dtype}
-    return tuple(decode_step_time(model, chip, n_chips, b, context_len, **kw) for b in batches)  # type: ignore[arg-type]
+    cfg, hw = get_model(model, arg="model"), checks.chip(chip)
+    dtypes = {"weight_dtype": weight_dtype, "kv_dtype": kv_dtype, "math_dtype": math_dtype}
+    return tuple(decode_step_time(cfg, hw, n_chips, batch=b, context_len=context_len, **dtypes) for b in batches)
 
 
 def cost_per_million_tokens(
-    tokens_per_s_per_chip: float, chip: Chip | str, *, usd_per_chip_hour: float | None = None
+    chip: Chip | str, *, tokens_per_s_per_chip: float, usd_per_chip_hour: float | None = None
 ) -> float:
     """US dollars to generate a million tokens at `tokens_per_s_per_chip` (USD per 1e6 tokens).
 
@@ -342,13 +351,13 @@ def cost_per_million_tokens(
     Raises:
         ValueError: a non-positive rate or price, or a chip the text quotes no price for and none given.
     """
+    hw = checks.chip(chip)
     checks.positive("tokens_per_s_per_chip", tokens_per_s_per_chip)
-    chip = checks.chip(chip)
     if usd_per_chip_hour is None:
-        usd_per_chip_hour = price_usd_per_chip_hour(chip)
+        usd_per_chip_hour = price_usd_per_chip_hour(hw)
         if usd_per_chip_hour is None:
             raise ValueError(
-                f"chip={chip.name!r}: the text quotes no price; allowed: pass usd_per_chip_hour=, or one of "
+                f"chip={hw.name!r}: the text quotes no price; allowed: pass usd_per_chip_hour=, or one of "
                 f"{', '.join(PRICES_USD_PER_CHIP_HOUR)}"
             )
     checks.positive("usd_per_chip_hour", usd_per_chip_hour)
@@ -356,7 +365,7 @@ def cost_per_million_tokens(
 
 
 def memory_bound_model_parallelism(
-    chip: Chip | str, d_ff: int, batch: int, *, weight_bytes: float = 2, act_bytes: float = 2
+    chip: Chip | str, *, d_ff: int, batch: int, weight_dtype: str = "bf16", act_dtype: str = "bf16"
 ) -> float:
     """Model-parallel degree Y at which a memory-bound decode matmul turns ICI-bound (chips).
 
@@ -367,19 +376,19 @@ def memory_bound_model_parallelism(
 
     Args:
         chip: a `Chip` or a name; d_ff: F (count); batch: B, sequences per step (count).
-        weight_bytes: bytes per weight; act_bytes: bytes per activation moved over ICI.
+        weight_dtype: the weights' format (`checks.DTYPES`); act_dtype: the activations moved over ICI.
     """
-    chip = checks.chip(chip)
+    hw = checks.chip(chip)
     checks.count("d_ff", d_ff)
     checks.count("batch", batch)
-    checks.positive("weight_bytes", weight_bytes)
-    checks.positive("act_bytes", act_bytes)
-    w_ici = max(topology.pod(chip).axis_bytes_per_s)
-    return weight_bytes * d_ff * w_ici / (act_bytes * batch * chip.hbm_bytes_per_s)
+    weight_bytes = checks.dtype_bytes(weight_dtype, "weight_dtype")
+    act_bytes = checks.dtype_bytes(act_dtype, "act_dtype")
+    w_ici = max(topology.pod(hw).axis_bytes_per_s)
+    return weight_bytes * d_ff * w_ici / (act_bytes * batch * hw.hbm_bytes_per_s)
 
 
 def prefill_servers_per_generate_server(
-    prefill_s: float, decode_step_s: float, decode_batch: int, decode_len: int
+    *, prefill_s: float, decode_step_s: float, decode_batch: int, decode_len: int
 ) -> float:
     """Prefill servers needed per generate server so that neither idles (disaggregated serving).
 
@@ -401,7 +410,7 @@ def prefill_servers_per_generate_server(
     return prefill_s * decode_batch / (decode_step_s * decode_len)
 
 
-def speculative_tokens_per_step(acceptance_rate: float, draft_len: int) -> float:
+def speculative_tokens_per_step(*, acceptance_rate: float, draft_len: int) -> float:
     """Expected tokens a target-model step yields when it checks `draft_len` drafted tokens.
 
     Each drafted token is accepted with probability a, independently, until the first rejection;

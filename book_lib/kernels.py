@@ -1,14 +1,18 @@
 """Pallas kernels: a tiled matmul and a flash-attention forward pass, with block sizes from the chip.
 
-How to call them (chapter 10):
+How to call them (chapter 10), as JAX's own Pallas ops are called (jitted, a block-size config):
 
-    from book_lib import kernels
+    from book_lib import kernels, tiling
     print(kernels.backend().describe())   # compiled (TPU v4+, GPU) or interpreted, and why
     z = kernels.matmul(x, y)              # x: f32[M, K], y: f32[K, N] -> f32[M, N]
+    z = kernels.matmul(x, y, block_sizes=tiling.BlockSizes(block_m=128, block_n=128, block_k=128))
     o = kernels.flash_attention(q, k, v, causal=True)   # q: f32[T, H], k, v: f32[S, H] -> f32[T, H]
-    sizes = kernels.block_sizes("v5e", 4096, 4096, 4096, "bf16")   # pure: no JAX needed
 
-Two forms of each kernel, one per backend:
+The block sizes, their cost and the tolerance are pure arithmetic in `tiling` (no JAX needed):
+left out, a matmul's blocks are `tiling.block_sizes(devices.chip(), M, N, K, dtype)` and flash
+attention's `tiling.flash_block_sizes(T, S)`. The configs are static arguments: each new one compiles.
+
+Two forms of each kernel, one per backend (`backend()`, read when a call is first traced):
 
 * `"grid"` (TPU, and interpreted on CPU or TPU v2/v3): the grid runs in order over its last axis,
   the contraction (or the key blocks); an f32 accumulator lives in scratch VMEM
@@ -21,10 +25,10 @@ Inputs are 2-D; `jax.vmap` adds batch or head axes (it turns them into grid axes
 
 Tolerance: with float32 data, compared with `jnp` at `jax.default_matmul_precision("highest")`
 (the kernel's dots follow the precision in force, as `jnp.dot` does), outputs agree within
-`tolerance(dtype, k)`: `rtol = atol / max|ref| = eps(out dtype) + 2 eps(f32) sqrt(k)`; see there.
+`tiling.tolerance(dtype, k)`: `rtol = atol / max|ref| = eps(out dtype) + 2 eps(f32) sqrt(k)`.
 
 Book: Part 2 (All About TPUs), "VMEM and arithmetic intensity"; Part 10 (Programming TPUs in JAX);
-Part 4, Appendix A (flash attention). Block sizes: Part 1 (Rooflines), the matmul's intensity.
+Part 4, Appendix A (flash attention).
 """
 
 from __future__ import annotations
@@ -32,33 +36,16 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from book_lib import checks, roofline
-from book_lib.hardware import Chip
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
 
-if TYPE_CHECKING:
-    import jax
+from book_lib import checks, devices, tiling
 
-__all__ = [
-    "Backend",
-    "BlockSizes",
-    "ITEMSIZE",
-    "SCOPED_VMEM_BYTES",
-    "backend",
-    "block_sizes",
-    "tolerance",
-    "matmul",
-    "flash_attention",
-]
-
-# Bytes per element of the dtypes the kernels take, by any spelling `block_sizes` accepts.
-ITEMSIZE = {"float32": 4, "f32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "f16": 2}
-# VMEM a TPU kernel may use when the chip's total is not in `hardware` (bytes): the 16 MiB that
-# v4 and v5 cores have at least. Source: https://docs.jax.dev/en/latest/pallas/tpu/pipelining.html
-SCOPED_VMEM_BYTES = 16 * 2**20
-# Machine epsilon (2^-mantissa bits) of each output dtype.
-_EPS = {4: 2.0**-23, 2: 2.0**-7}
+__all__ = ["Backend", "backend", "matmul", "flash_attention"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,10 +74,9 @@ def backend() -> Backend:
     """Compiled on TPU v4 and newer (Mosaic) and on NVIDIA GPUs of compute capability 8.0 and newer
     (Triton); interpreted anywhere else.
 
-    The decision is `devices.pallas_compiles()`, made once for `devices.single_device()`.
+    The decision is `devices.pallas_compiles()`, made once for `devices.single_device()`; this
+    reads the device choice already made and compiles nothing.
     """
-    from book_lib import devices
-
     c = devices.choice()
     if devices.pallas_compiles():
         if c.single_platform == "gpu":
@@ -114,141 +100,29 @@ def backend() -> Backend:
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BlockSizes:
-    """Tiles of a matmul kernel and what they cost.
-
-    Attributes:
-        block_m, block_n, block_k: tile sides (counts).
-        footprint_bytes: on-chip memory the tiles take (bytes): two buffers of each input tile,
-            two of the output tile and the f32 accumulator (TPU), or two stages of the inputs (GPU).
-        budget_bytes: memory the tiles may take (bytes): VMEM or shared memory per SM.
-        intensity_flops_per_byte: an output tile's FLOPs over its HBM bytes,
-            `roofline.matmul_cost(block_m, k, block_n).intensity` (FLOPs/byte).
-        critical_flops_per_byte: the chip's `roofline.critical_intensity` (FLOPs/byte), None without a chip.
-    """
-
-    block_m: int
-    block_n: int
-    block_k: int
-    footprint_bytes: int
-    budget_bytes: int
-    intensity_flops_per_byte: float
-    critical_flops_per_byte: float | None
-
-    @property
-    def compute_bound(self) -> bool | None:
-        """True when the tile's intensity reaches the chip's critical intensity; None without a chip."""
-        if self.critical_flops_per_byte is None:
-            return None
-        return self.intensity_flops_per_byte >= self.critical_flops_per_byte
-
-
-def _footprint_bytes(bm: int, bn: int, bk: int, itemsize: int, gpu: bool) -> int:
-    """2 (bm bk + bk bn) itemsize, plus (TPU) 2 bm bn itemsize + 4 bm bn for output and accumulator."""
-    inputs = 2 * (bm * bk + bk * bn) * itemsize
-    return inputs if gpu else inputs + 2 * bm * bn * itemsize + 4 * bm * bn
-
-
-def _candidates(size: int, align: int, cap: int) -> list[int]:
-    """align, 2 align, 4 align, ... up to cap that divide size; [size] when size <= align."""
-    if size <= align:
-        return [size]
-    sides, side = [], align
-    while side <= min(cap, size):
-        if size % side == 0:
-            sides.append(side)
-        side *= 2
-    return sides
-
-
-def block_sizes(chip: Chip | str | None, m: int, n: int, k: int, dtype: str = "float32") -> BlockSizes:
-    """The tiles of X[m, k] @ Y[k, n] with the highest HBM intensity that fit on-chip memory.
-
-    Tile sides are align * 2^i that divide the size (align = the MXU side on a TPU, 64 on a GPU,
-    128 without a chip; a size <= align is one whole tile), at most 4 align (GPU: 2 align, the
-    accumulator sits in registers). Among tiles with footprint <= budget / 2 (budget = VMEM, else
-    `SCOPED_VMEM_BYTES`; GPU: shared memory per SM, else 100 KiB) it picks the largest intensity
-    2 bm k bn / (itemsize (bm k + k bn + bm bn)) (`roofline.matmul_cost`), then the larger tile.
-    Pure Python: no JAX import. Book: Part 2, "VMEM and arithmetic intensity"; Part 1, matmul intensity.
-
-    Raises:
-        ValueError: unknown chip or dtype; a size not a count or not a multiple of any aligned side.
-    """
-    chip = None if chip is None else checks.chip(chip)
-    itemsize = ITEMSIZE[checks.one_of("dtype", dtype, ITEMSIZE)]
-    gpu = chip is not None and not chip.is_tpu
-    if chip is None:
-        align, budget = 128, SCOPED_VMEM_BYTES
-    elif gpu:
-        align, budget = 64, chip.shared_memory_bytes_per_sm or 100 * 1024  # 100 KiB: any GPU since Volta
-    else:
-        align, budget = chip.mxu_size or 128, int(chip.vmem_bytes or SCOPED_VMEM_BYTES)
-    options = []
-    for name, size in (("m", m), ("n", n), ("k", k)):
-        sides = _candidates(checks.count(name, size), align, (2 if gpu else 4) * align)
-        if not sides:
-            raise ValueError(f"{name}={size!r}: no tile side divides it; allowed: <= {align} or a multiple of {align}")
-        options.append(sides)
-    best: tuple[float, int, int, int, int] | None = None
-    for bm in options[0]:
-        for bn in options[1]:
-            for bk in options[2]:
-                used = _footprint_bytes(bm, bn, bk, itemsize, gpu)
-                intensity = roofline.matmul_cost(bm, k, bn, itemsize, itemsize, itemsize).intensity
-                key = (intensity, bm * bn * bk, bm, bn, bk)
-                if used <= budget // 2 and (best is None or key > best):
-                    best = key
-    if best is None:
-        raise ValueError(f"dtype={dtype!r}: even the smallest tiles exceed half of {budget} bytes; allowed: smaller")
-    _, _, bm, bn, bk = best
-    return BlockSizes(
-        block_m=bm,
-        block_n=bn,
-        block_k=bk,
-        footprint_bytes=_footprint_bytes(bm, bn, bk, itemsize, gpu),
-        budget_bytes=budget,
-        intensity_flops_per_byte=best[0],
-        critical_flops_per_byte=None if chip is None else roofline.critical_intensity(chip),
-    )
-
-
-def tolerance(dtype: str, k: int) -> float:
-    """Relative tolerance r for a kernel against `jnp` at "highest" precision, contraction length k.
-
-    r = eps(out dtype) + 2 eps(f32) sqrt(k): one rounding of the output (eps = 2^-23 for f32,
-    2^-7 for bf16/f16) plus f32 accumulation in another order, whose error grows like sqrt(k).
-    Check with `np.testing.assert_allclose(out, ref, rtol=r, atol=r * max|ref|)`.
-
-    Raises:
-        ValueError: unknown dtype, or k not a count.
-    """
-    itemsize = ITEMSIZE[checks.one_of("dtype", dtype, ITEMSIZE)]
-    return _EPS[itemsize] + 2 * _EPS[4] * math.sqrt(checks.count("k", k))
-
-
-def _block(name: str, value: int | None, size: int, default: int) -> int:
-    """The block side `value` (or `default`), checked to be a count that divides `size`."""
-    side = default if value is None else checks.count(name, value)
-    if size % side:
-        raise ValueError(f"{name}={side!r}: does not divide {size}; allowed: a divisor of {size} (no padding)")
-    return side
+def _check_blocks(blocks: object, kind: type, **sizes: int) -> None:
+    """`blocks` is a `kind` config whose every side (the field named by a keyword) divides its size:
+    nothing is padded."""
+    if not isinstance(blocks, kind):
+        name = f"tiling.{kind.__name__}"
+        raise ValueError(f"block_sizes={blocks!r}: not a {name}; allowed: a {name}(...) or None")
+    for name, size in sizes.items():
+        side = getattr(blocks, name)
+        if size % side:
+            raise ValueError(f"{name}={side!r}: does not divide {size}; allowed: a divisor of {size} (no padding)")
 
 
 def _check_2d(**arrays: Any) -> None:
+    """Each array is 2-D, of a dtype the kernels take (`tiling.KERNEL_DTYPES`)."""
     for name, array in arrays.items():
         if getattr(array, "ndim", None) != 2:
             shape = getattr(array, "shape", None)
             raise ValueError(f"{name}.shape={shape!r}: not a matrix; allowed: a 2-D array")
-        if str(array.dtype) not in ("float32", "bfloat16", "float16"):
-            raise ValueError(f"{name}.dtype={array.dtype!s}: not supported; allowed: float32, bfloat16, float16")
+        checks.dtype(str(array.dtype), f"{name}.dtype", allowed=tiling.KERNEL_DTYPES)
 
 
 def _matmul_grid_kernel(x_ref: Any, y_ref: Any, o_ref: Any, acc_ref: Any) -> None:
     """One (i, j, kk) step: acc += x[i, kk] @ y[kk, j]; zero acc first, write it out last."""
-    import jax.numpy as jnp
-    from jax.experimental import pallas as pl
-
     kk = pl.program_id(2)
 
     @pl.when(kk == 0)
@@ -264,9 +138,6 @@ def _matmul_grid_kernel(x_ref: Any, y_ref: Any, o_ref: Any, acc_ref: Any) -> Non
 
 def _matmul_loop_kernel(x_ref: Any, y_ref: Any, o_ref: Any, *, block_k: int) -> None:
     """One (i, j) cell: loop over the contraction in block_k steps, the f32 accumulator in the carry."""
-    import jax
-    import jax.numpy as jnp
-    from jax.experimental import pallas as pl
 
     def step(kk: jax.Array, acc: jax.Array) -> jax.Array:
         x = x_ref[:, pl.ds(kk * block_k, block_k)]
@@ -277,13 +148,10 @@ def _matmul_loop_kernel(x_ref: Any, y_ref: Any, o_ref: Any, *, block_k: int) -> 
     o_ref[...] = jax.lax.fori_loop(0, x_ref.shape[1] // block_k, step, acc).astype(o_ref.dtype)
 
 
-def _pallas_matmul(x: jax.Array, y: jax.Array, bm: int, bn: int, bk: int, style: str, interpret: bool) -> jax.Array:
-    """pallas_call of the matmul in `style` ("grid" or "loop") with the given blocks."""
-    import jax
-    from jax.experimental import pallas as pl
-    from jax.experimental.pallas import tpu as pltpu
-
+def _pallas_matmul(x: jax.Array, y: jax.Array, blocks: tiling.BlockSizes, style: str, interpret: bool) -> jax.Array:
+    """pallas_call of the matmul in `style` ("grid" or "loop") with the tiles `blocks`."""
     (m, k), n = x.shape, y.shape[1]
+    bm, bn, bk = blocks.block_m, blocks.block_n, blocks.block_k
     out = jax.ShapeDtypeStruct((m, n), x.dtype)
     if style == "loop":
         return pl.pallas_call(
@@ -301,53 +169,42 @@ def _pallas_matmul(x: jax.Array, y: jax.Array, bm: int, bn: int, bk: int, style:
         in_specs=[pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk)), pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j))],
         out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),
         out_shape=out,
-        scratch_shapes=[pltpu.VMEM((bm, bn), jax.numpy.float32)],
+        scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],
         compiler_params=params,
         interpret=interpret,
     )(x, y)
 
 
-def matmul(
-    x: jax.Array, y: jax.Array, *, block_m: int | None = None, block_n: int | None = None, block_k: int | None = None
-) -> jax.Array:
-    """X[M, K] @ Y[K, N] -> Z[M, N] (dtype of x) by a Pallas kernel, accumulating in f32.
+@functools.partial(jax.jit, static_argnames=("block_sizes",))
+def matmul(x: jax.Array, y: jax.Array, *, block_sizes: tiling.BlockSizes | None = None) -> jax.Array:
+    """X[M, K] @ Y[K, N] -> Z[M, N] (dtype of x) by a Pallas kernel, accumulating in f32; jitted.
 
     z[i, j] = sum over kk of x[i, kk] @ y[kk, j], one (block_m, block_n) output tile per grid cell,
-    block_k of the contraction per step. Blocks left None come from `block_sizes` for
-    `devices.chip()`. Within `tolerance(dtype, K)` of `jnp.dot` (see the module docstring).
+    block_k of the contraction per step, from `block_sizes` (a static `tiling.BlockSizes`; None:
+    `tiling.block_sizes(devices.chip(), M, N, K, dtype)`). Within `tiling.tolerance(dtype, K)` of
+    `jnp.dot` (see the module docstring).
     Book: Part 10 (Programming TPUs in JAX); Part 2, "VMEM and arithmetic intensity".
 
     Raises:
-        ValueError: not 2-D, dtypes or inner sizes that differ, or a block that is not a count
-            dividing its size (no padding).
+        ValueError: not 2-D, dtypes or inner sizes that differ, or a block that does not divide its
+            size (no padding).
     """
-    from book_lib import devices
-
     _check_2d(x=x, y=y)
     if x.shape[1] != y.shape[0] or x.dtype != y.dtype:
         raise ValueError(
             f"y.shape={y.shape!r}: does not fit x.shape={x.shape!r} ({x.dtype}); allowed: y[K, N] with x's K and dtype"
         )
     (m, k), n = x.shape, y.shape[1]
-    if None in (block_m, block_n, block_k):
-        chosen = block_sizes(devices.chip(), m, n, k, str(x.dtype))
-        block_m, block_n, block_k = (
-            chosen.block_m if block_m is None else block_m,
-            chosen.block_n if block_n is None else block_n,
-            chosen.block_k if block_k is None else block_k,
-        )
-    bm, bn, bk = _block("block_m", block_m, m, 0), _block("block_n", block_n, n, 0), _block("block_k", block_k, k, 0)
+    blocks = tiling.block_sizes(devices.chip(), m, n, k, str(x.dtype)) if block_sizes is None else block_sizes
+    _check_blocks(blocks, tiling.BlockSizes, block_m=m, block_n=n, block_k=k)
     how = backend()
-    return _pallas_matmul(x, y, bm, bn, bk, how.style, how.interpret)
+    return _pallas_matmul(x, y, blocks, how.style, how.interpret)
 
 
 def _flash_grid_kernel(
     q_ref: Any, k_ref: Any, v_ref: Any, o_ref: Any, m_ref: Any, l_ref: Any, acc_ref: Any, *, causal: bool, offset: int
 ) -> None:
     """One (query block i, key block j) step of the online softmax; scratch holds m, l and the output."""
-    import jax.numpy as jnp
-    from jax.experimental import pallas as pl
-
     i, j = pl.program_id(0), pl.program_id(1)
     bq, bk = q_ref.shape[0], k_ref.shape[0]
 
@@ -377,9 +234,6 @@ def _online_softmax_step(
 ) -> tuple[Any, Any, Any]:
     """(m, l, o) after one key block: s = q k^T / sqrt(H); m' = max(m, rowmax s); p = e^(s - m');
     l' = l e^(m - m') + rowsum p; o' = o e^(m - m') + p v. m and l have shape (rows, 1)."""
-    import jax
-    import jax.numpy as jnp
-
     m, denom, o = carry
     s = jax.lax.dot_general(q, k, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
     s = s / math.sqrt(q.shape[1])
@@ -398,10 +252,6 @@ def _flash_loop_kernel(
     q_ref: Any, k_ref: Any, v_ref: Any, o_ref: Any, *, block_k: int, causal: bool, offset: int
 ) -> None:
     """One query block: loop over the key blocks it can see, (m, l, o) in the loop's carry."""
-    import jax
-    import jax.numpy as jnp
-    from jax.experimental import pallas as pl
-
     bq, q_start = q_ref.shape[0], pl.program_id(0) * q_ref.shape[0]
     n_blocks = k_ref.shape[0] // block_k
     if causal:
@@ -419,14 +269,11 @@ def _flash_loop_kernel(
 
 
 def _pallas_flash(
-    q: jax.Array, k: jax.Array, v: jax.Array, bq: int, bk: int, causal: bool, style: str, interpret: bool
+    q: jax.Array, k: jax.Array, v: jax.Array, blocks: tiling.FlashBlockSizes, causal: bool, style: str, interpret: bool
 ) -> jax.Array:
-    """pallas_call of flash attention in `style` ("grid" or "loop")."""
-    import jax
-    from jax.experimental import pallas as pl
-    from jax.experimental.pallas import tpu as pltpu
-
+    """pallas_call of flash attention in `style` ("grid" or "loop") with the tiles `blocks`."""
     (t, h), (s, hv) = q.shape, v.shape
+    bq, bk = blocks.block_q, blocks.block_k
     out = jax.ShapeDtypeStruct((t, hv), q.dtype)
     offset = s - t
     if style == "loop":
@@ -442,7 +289,7 @@ def _pallas_flash(
             out_shape=out,
             interpret=interpret,
         )(q, k, v)
-    f32 = jax.numpy.float32
+    f32 = jnp.float32
     params = None if interpret else pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary"))
     return pl.pallas_call(
         functools.partial(_flash_grid_kernel, causal=causal, offset=offset),
@@ -460,23 +307,24 @@ def _pallas_flash(
     )(q, k, v)
 
 
+@functools.partial(jax.jit, static_argnames=("causal", "block_sizes"))
 def flash_attention(
-    q: jax.Array, k: jax.Array, v: jax.Array, *, block_q: int | None = None, block_k: int | None = None,
-    causal: bool = False,
-) -> jax.Array:  # fmt: skip
+    q: jax.Array, k: jax.Array, v: jax.Array, *, causal: bool = False, block_sizes: tiling.FlashBlockSizes | None = None
+) -> jax.Array:
     """softmax(q k^T / sqrt(H)) v for one head by a Pallas kernel, never holding more than a
-    (block_q, block_k) tile of scores.
+    (block_q, block_k) tile of scores; jitted.
 
     q: [T, H], k: [S, H], v: [S, H'] -> [T, H'] (q's dtype); with `causal`, query t sees keys
     s <= t + S - T (as `attention.naive_attention`). Per key block: m' = max(m, rowmax s),
     l' = l e^(m - m') + rowsum e^(s - m'), o' = o e^(m - m') + e^(s - m') v; finally o / l.
-    Blocks default to min(128, T) and min(128, S). Within `tolerance(dtype, S)` of
-    `attention.naive_attention` at "highest" precision.
+    The tiles are `block_sizes` (a static `tiling.FlashBlockSizes`; None: `tiling.flash_block_sizes(T, S)`,
+    min(128, T) by min(128, S)). Within `tiling.tolerance(dtype, S)` of `attention.naive_attention`
+    at "highest" precision.
     Book: Part 4 (Transformers), Appendix A ("How does Flash Attention work?").
 
     Raises:
         ValueError: not 2-D, shapes or dtypes that do not fit, causal with S < T, or a block that
-            is not a count dividing its length (no padding).
+            does not divide its length (no padding).
     """
     _check_2d(q=q, k=k, v=v)
     if q.shape[1] != k.shape[1] or k.shape[0] != v.shape[0] or not q.dtype == k.dtype == v.dtype:
@@ -486,7 +334,7 @@ def flash_attention(
         )
     if causal and k.shape[0] < q.shape[0]:
         raise ValueError(f"causal={causal!r}: {k.shape[0]} keys for {q.shape[0]} queries; allowed: S >= T")
-    bq = _block("block_q", block_q, q.shape[0], min(128, q.shape[0]))
-    bk = _block("block_k", block_k, k.shape[0], min(128, k.shape[0]))
+    blocks = tiling.flash_block_sizes(q.shape[0], k.shape[0]) if block_sizes is None else block_sizes
+    _check_blocks(blocks, tiling.FlashBlockSizes, block_q=q.shape[0], block_k=k.shape[0])
     how = backend()
-    return _pallas_flash(q, k, v, bq, bk, bool(causal), how.style, how.interpret)
+    return _pallas_flash(q, k, v, blocks, bool(causal), how.style, how.interpret)

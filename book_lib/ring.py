@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from book_lib import collectives
-from book_lib.sharding import ShardedArray, parse
+from book_lib.notation import ShardedArray, parse
 
 if TYPE_CHECKING:
     import jax
@@ -179,7 +179,7 @@ def partition_spec(array: ShardedArray | str) -> jax.sharding.PartitionSpec:
     Book: Part 3, "A quick aside: how would we describe this in code?"
 
     Raises:
-        ValueError: notation that `sharding.parse` rejects, or an array with unreduced axes.
+        ValueError: notation that `notation.parse` rejects, or an array with unreduced axes.
     """
     import jax
 

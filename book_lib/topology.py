@@ -38,6 +38,7 @@ __all__ = [
     "parse_shape",
     "slice_shapes",
     "smallest_slice",
+    "ring_flags",
 ]
 
 _CUBE = 4  # side of the optically switched building block of 3D-torus pods (chips)
@@ -299,3 +300,37 @@ def smallest_slice(chip: Chip | str, n_chips: int) -> Slice:
     raise ValueError(
         f"n_chips={n_chips!r}: more than a {chip.name} pod holds; allowed: at most {math.prod(chip.pod_shape)}"
     )
+
+
+def ring_flags(chip: Chip | str, axis_sizes: tuple[int, ...]) -> tuple[bool, ...]:
+    """Which of a mesh's ICI axes close into rings on `chip` (one bool per axis): book_lib's one rule.
+
+    The axes, padded with axes of one chip, taken as a slice of their own when they are one
+    (`Slice.of(...).wraparound`: a v5e axis of 16 wraps, one of 4 does not). Otherwise (an axis made of
+    pieces of several sides, such as a v5p data axis of 7 x 16 = 112) the smallest slice holding them
+    all: every axis is a ring when all its sides wrap (the optical switches of a 3D pod close any
+    piece, as the text assumes), else an axis is a ring when it is as long as a wrapped side.
+    NVSwitch GPUs: all False (a switch is no ring).
+    Book: Part 2 (All About TPUs), "TPU Networking"; Part 5, "Scaling Between Pods".
+
+    Raises:
+        ValueError: unknown chip; a size that is not a count; more chips than a pod holds.
+    """
+    chip = checks.chip(chip)
+    sizes = tuple(checks.count(f"axis_sizes[{i}]", s) for i, s in enumerate(axis_sizes))
+    if math.prod(sizes) > chip.chips_per_pod:
+        raise ValueError(
+            f"axis_sizes={axis_sizes!r}: {math.prod(sizes)} chips exceed one {chip.name} pod; "
+            f"allowed: <= {chip.chips_per_pod} chips"
+        )
+    pad = len(chip.pod_shape) - len(sizes)
+    if pad >= 0:
+        try:
+            return Slice.of(chip, sizes + (1,) * pad).wraparound[: len(sizes)]
+        except ValueError:
+            pass  # no slice of its own: the enclosing slice decides
+    enclosing = smallest_slice(chip, math.prod(sizes))
+    if all(enclosing.wraparound):
+        return (True,) * len(sizes)
+    ring_sides = {side for side, wraps in zip(enclosing.shape, enclosing.wraparound, strict=True) if wraps}
+    return tuple(size in ring_sides for size in sizes)

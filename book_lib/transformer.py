@@ -10,8 +10,8 @@ an optional separate output layer. Its methods turn the shapes into counts:
 
 with L layers, D = d_model, F = d_ff, N query heads, K key/value heads, H = head_dim, V = vocab,
 E experts of m = 3 (gated) or 2 matrices each, n_norm norms per layer and S keys attended to.
-Presets (`MODELS`, `get_model`) hold released checkpoints, each with the Hugging Face config it
-comes from, and the made-up models of the book's worked problems. Pure math: no JAX here.
+The records these methods return live in `breakdowns`; the published configs (`get_model`) in
+`models`. Pure math: no JAX here.
 
 Book: Part 4 (Transformers), "Global FLOPs and Params Calculation"; Part 6 (Training LLaMA 3 on TPUs).
 """
@@ -20,25 +20,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import asdict, dataclass
-from types import MappingProxyType
+from dataclasses import dataclass
 from typing import Any
 
 from book_lib import checks
+from book_lib.breakdowns import FlopsBreakdown, OpRow, ParamBreakdown, TrainingMemory
 from book_lib.roofline import OpCost
 
 __all__ = [
     "TransformerConfig",
-    "ParamBreakdown",
-    "FlopsBreakdown",
-    "OpRow",
-    "OP_GROUPS",
-    "TrainingMemory",
     "REMAT_POLICIES",
     "SAVE_ALL_D_MULTIPLE",
-    "MODELS",
-    "get_model",
-    "model_names",
     "attention_cost",
     "score_bytes",
     "moe_critical_batch",
@@ -49,127 +41,11 @@ REMAT_POLICIES = ("none", "block", "mlp_matmuls", "big_matmuls", "custom")
 # of one d_model-wide array (Part 4, "Gradient checkpointing").
 SAVE_ALL_D_MULTIPLE = 20
 _MATMUL_GROUPS = ("layers", "qkvo", "model")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ParamBreakdown:
-    """Parameter counts of one model split by component; `total` is their sum (counts).
-
-    embedding = V D; attention = L (2 D N H + 2 D K H [+ (N + 2K) H]); mlp = L E_used m D F;
-    router = L D E (MoE only); norms = L n_norm D + D; output = D V (0 when tied).
-    """
-
-    embedding: int
-    attention: int
-    mlp: int
-    router: int
-    norms: int
-    output: int
-
-    @property
-    def total(self) -> int:
-        """Sum of all components (count)."""
-        return self.embedding + self.attention + self.mlp + self.router + self.norms + self.output
-
-    def as_dict(self) -> dict[str, int]:
-        """The components as a plain dict, in field order (for tables and plots)."""
-        return asdict(self)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FlopsBreakdown:
-    """FLOPs spent on ONE token, split by where they go; `total_flops` is their sum.
-
-    qkvo_flops: the four attention projections; mlp_flops: the MLPs of the active experts;
-    router_flops: the MoE gate; output_flops: the unembedding; attention_flops: the two products
-    with the keys and values (QK^T and AV). All already include the training factor when asked for.
-    """
-
-    qkvo_flops: float
-    mlp_flops: float
-    router_flops: float
-    output_flops: float
-    attention_flops: float
-
-    @property
-    def layer_matmul_flops(self) -> float:
-        """Weight matmuls inside the layers: qkvo + mlp + router (FLOPs)."""
-        return self.qkvo_flops + self.mlp_flops + self.router_flops
-
-    @property
-    def matmul_flops(self) -> float:
-        """Every weight matmul, the output layer included (FLOPs)."""
-        return self.layer_matmul_flops + self.output_flops
-
-    @property
-    def total_flops(self) -> float:
-        """Weight matmuls plus dot-product attention (FLOPs)."""
-        return self.matmul_flops + self.attention_flops
-
-
-# Groups of `OpRow`, in table order: the field of `ParamBreakdown` / `FlopsBreakdown` each one feeds.
-OP_GROUPS = ("mlp", "router", "qkvo", "dot_product", "norms", "embedding", "output")
+# The field of `ParamBreakdown` / `FlopsBreakdown` that each group of `OpRow` (`OP_GROUPS`) feeds.
 _PARAM_FIELD = {"mlp": "mlp", "router": "router", "qkvo": "attention", "norms": "norms", "embedding": "embedding"}
 _PARAM_FIELD["output"] = "output"
 _FLOPS_FIELD = {"mlp": "mlp_flops", "router": "router_flops", "qkvo": "qkvo_flops", "output": "output_flops"}
 _FLOPS_FIELD["dot_product"] = "attention_flops"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OpRow:
-    """One operation of a model, as a row of the book's accounting tables (counts and FLOPs).
-
-    `operation` (contracted dimensions under the dot), `flops_formula` and `params_formula` are
-    LaTeX in the book's letters (B batch, T queries, S keys, D, F, N, K, G = N / K, H, V, E experts,
-    k active); `flops` and `params` are the numbers for ONE occurrence, `count` how many the model
-    holds (L for a layer's operation, 1 for the embedding, final norm and output layer).
-    `active_params` are the weights one token passes through (k of the E experts); `weight_matmul`
-    marks a product with a weight matrix (the tied unembedding included, whose weights the embedding
-    row counts). Free operations (norms, softmax, gating) have flops 0 and an O(...) formula.
-    Book: Part 4 (Transformers), "Global FLOPs and Params Calculation".
-    """
-
-    group: str
-    name: str
-    operation: str
-    flops_formula: str
-    params_formula: str
-    flops: float
-    params: int
-    active_params: int
-    count: int
-    weight_matmul: bool
-
-    @property
-    def total_flops(self) -> float:
-        """FLOPs of every occurrence: count * flops (FLOPs)."""
-        return self.count * self.flops
-
-    @property
-    def total_params(self) -> int:
-        """Weights of every occurrence: count * params (count)."""
-        return self.count * self.params
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TrainingMemory:
-    """Bytes one training step keeps alive, summed over all chips (divide by the chip count yourself).
-
-    params_bytes = P bytes_per_param; grads_bytes = P bytes_per_grad;
-    optimizer_bytes = P optimizer_bytes_per_param; activations_bytes = batch_tokens L a bytes_per_activation,
-    with P every parameter of the checkpoint and a the values saved per token per layer (see `remat`).
-    """
-
-    params_bytes: float
-    grads_bytes: float
-    optimizer_bytes: float
-    activations_bytes: float
-    remat: str
-
-    @property
-    def total_bytes(self) -> float:
-        """Parameters + gradients + optimizer state + saved activations (bytes)."""
-        return self.params_bytes + self.grads_bytes + self.optimizer_bytes + self.activations_bytes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -335,7 +211,7 @@ class TransformerConfig:
             weight matmul A[.., P] . W[P, Q]:   2 c B T P Q FLOPs, P Q weights (6BTDF for W_in1)
             QK^T and PV, each:                  2 c B T S N H FLOPs (halved when causal)
             norms, softmax, gating, lookup:     0 FLOPs (the book's O(BTD), O(BTSN), O(BTF))
-        Groups follow `OP_GROUPS`; `param_breakdown` and `flops_breakdown` are sums over these rows.
+        Groups follow `breakdowns.OP_GROUPS`; `param_breakdown` and `flops_breakdown` are sums over these rows.
         Book: Part 4 (Transformers), "Global FLOPs and Params Calculation" (its MLP, attention and
         other-operations tables).
 
@@ -595,98 +471,6 @@ class TransformerConfig:
             activations_bytes=float(batch_tokens * self.n_layers * saved * bytes_per_activation),
             remat=remat,
         )
-
-
-# ----- presets ----------------------------------------------------------------------------------------
-
-_HF = "https://huggingface.co/{}/blob/main/config.json"
-_BOOK = "How to Scale Your Model, {}"
-
-
-def _llama(name: str, repo: str, L: int, D: int, F: int, N: int, K: int, V: int, **kw: Any) -> TransformerConfig:
-    """A released checkpoint with 128-wide heads (all the presets here): n_layers L, d_model D, ..."""
-    return TransformerConfig(
-        n_layers=L, d_model=D, d_ff=F, n_heads=N, n_kv_heads=K, head_dim=128, vocab_size=V, name=name,
-        source=_HF.format(repo), **kw,
-    )  # fmt: skip
-
-
-_ALL = (
-    _llama("llama-2-7b", "meta-llama/Llama-2-7b-hf", 32, 4096, 11008, 32, 32, 32000),
-    _llama("llama-2-13b", "meta-llama/Llama-2-13b-hf", 40, 5120, 13824, 40, 40, 32000),
-    _llama("llama-2-70b", "meta-llama/Llama-2-70b-hf", 80, 8192, 28672, 64, 8, 32000),
-    _llama("llama-3-8b", "meta-llama/Meta-Llama-3-8B", 32, 4096, 14336, 32, 8, 128256),
-    _llama("llama-3-70b", "meta-llama/Meta-Llama-3-70B", 80, 8192, 28672, 64, 8, 128256),
-    _llama("llama-3.1-405b", "meta-llama/Llama-3.1-405B", 126, 16384, 53248, 128, 8, 128256),
-    _llama("mistral-7b", "mistralai/Mistral-7B-v0.1", 32, 4096, 14336, 32, 8, 32000),
-    _llama(
-        "mixtral-8x7b", "mistralai/Mixtral-8x7B-v0.1", 32, 4096, 14336, 32, 8, 32000, n_experts=8, experts_per_token=2
-    ),
-    _llama(
-        "gemma-2-27b", "google/gemma-2-27b", 46, 4608, 36864, 32, 16, 256000, tied_embeddings=True, norms_per_layer=4
-    ),
-    _llama("qwen2.5-72b", "Qwen/Qwen2.5-72B", 80, 8192, 29568, 64, 8, 152064, qkv_bias=True),
-    # Worked problems of the book. Part 4 Q1: D = 4096, F = 4D, V = 32,000, L = 64, MHA with N H = D
-    # (we pick N = 32, H = 128); untied, one D-wide norm per layer as in the book's "Other: D" row.
-    TransformerConfig(
-        n_layers=64,
-        d_model=4096,
-        d_ff=16384,
-        n_heads=32,
-        n_kv_heads=32,
-        head_dim=128,
-        vocab_size=32000,
-        norms_per_layer=1,
-        name="book-ch4-q1",
-        source=_BOOK.format("Part 4, Q1"),
-    ),  # fmt: skip
-    # Part 7 problems: a LLaMA-2-13B-like model with GQA, H = 256 (so N H = 2D) and shared embeddings.
-    TransformerConfig(
-        n_layers=64,
-        d_model=4096,
-        d_ff=16384,
-        n_heads=32,
-        n_kv_heads=8,
-        head_dim=256,
-        vocab_size=32128,
-        tied_embeddings=True,
-        name="book-ch7",
-        source=_BOOK.format("Part 7, Q1-Q4"),
-    ),  # fmt: skip
-)
-
-MODELS: MappingProxyType[str, TransformerConfig] = MappingProxyType({model.name: model for model in _ALL})
-# Other spellings of a preset (the book writes "LLaMA 3-405B" for the 3.1 checkpoint).
-_ALIASES = {"llama-3-405b": "llama-3.1-405b", "mistral-7b-v0.1": "mistral-7b", "book-ch7-q1": "book-ch7"}
-
-
-def _key(name: str) -> str:
-    return "".join(ch for ch in name.lower() if ch not in " -_.")
-
-
-_BY_NAME = {**MODELS, **{alias: MODELS[target] for alias, target in _ALIASES.items()}}
-
-
-def model_names() -> tuple[str, ...]:
-    """Canonical preset names, in table order."""
-    return tuple(MODELS)
-
-
-def get_model(name: str | TransformerConfig, *, arg: str = "name") -> TransformerConfig:
-    """The preset called `name`; case, spaces, dashes, underscores and dots are ignored.
-
-    `get_model("LLaMA 3 70B") == get_model("llama_3_70b")`. A `TransformerConfig` is returned as is.
-
-    Args:
-        name: a preset name (or one of its aliases), or a `TransformerConfig`.
-        arg: the argument name an error message gives (a caller's own, such as `"model"`).
-
-    Raises:
-        ValueError: unknown name; the message lists the closest known names.
-    """
-    if isinstance(name, TransformerConfig):
-        return name
-    return checks.lookup(arg, name, _BY_NAME, what="model", key=_key)
 
 
 # ----- attention and mixture-of-experts arithmetic ----------------------------------------------------

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from book_lib import attention, hlo, plots, transformer
+from book_lib import attention, hlo, model_plots, models, transformer
 
 SMALL = transformer.TransformerConfig(
     n_layers=2, d_model=256, d_ff=768, n_heads=8, n_kv_heads=2, head_dim=32, vocab_size=1000
@@ -80,7 +80,7 @@ def test_layer_output_shape_and_moe_rejection():
     out = attention.transformer_layer(params, jnp.ones((8, SMALL.d_model)), SMALL)
     assert out.shape == (8, SMALL.d_model)
     with pytest.raises(ValueError, match="n_experts=8"):
-        attention.init_layer(transformer.get_model("mixtral-8x7b"), jax.random.key(0))
+        attention.init_layer(models.get_model("mixtral-8x7b"), jax.random.key(0))
 
 
 def test_blockwise_gradient_matches_naive():
@@ -117,10 +117,10 @@ def test_block_remat_recomputes_all_but_each_layers_last_matmul():
 
 
 def test_attention_share_and_memory_bars_plots():
-    fig, ax = plots.attention_share([1e3, 1e4, 1e5], {"a": [0.1, 0.5, 0.9]}, quantity="time")
+    fig, ax = model_plots.attention_share([1e3, 1e4, 1e5], {"a": [0.1, 0.5, 0.9]}, quantity="time")
     assert ax.get_xlabel() == "context length S (tokens)"
     assert ax.get_ylabel() == "attention share of layer time (fraction)" and ax.get_ylim() == (0, 1)
-    fig, ax = plots.memory_bars(["x", "y"], {"weights": [1e9, 2e9], "activations": [3e9, 0.0]})
+    fig, ax = model_plots.memory_bars(["x", "y"], {"weights": [1e9, 2e9], "activations": [3e9, 0.0]})
     assert ax.get_xlabel() == "memory (bytes)"
     assert len(ax.patches) == 4, "two parts stacked on two bars"
     assert ax.patches[2].get_x() == pytest.approx(1e9), "the second part starts where the first ends"

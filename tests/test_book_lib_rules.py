@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from book_lib import collectives, roofline, sharding, systolic, topology, transformer
+from book_lib import collectives, models, roofline, sharding, systolic, topology, transformer
 
 BOOK_LIB = Path(__file__).resolve().parent.parent / "book_lib"
 PURE = (
@@ -18,12 +18,20 @@ PURE = (
     "topology",
     "collectives",
     "gpu",
+    "notation",
     "sharding",
+    "breakdowns",
     "transformer",
+    "models",
     "inference",
+    "parallelism",
+    "bounds",
+    "training",
+    "planner",
     "systolic",
     "speculative",
     "layout",
+    "tiling",
 )
 
 
@@ -48,7 +56,8 @@ def test_the_cost_models_import_no_jax_and_the_package_reaches_every_module():
 
 
 def test_importing_plots_changes_no_matplotlib_setting():
-    code = "import matplotlib as m; b = dict(m.rcParams); import book_lib.plots; print(dict(m.rcParams) == b)"
+    code = "import matplotlib as m; b = dict(m.rcParams); import book_lib.plots, book_lib.model_plots; "
+    code += "print(dict(m.rcParams) == b)"
     assert _run(code) == "True"
 
 
@@ -60,7 +69,7 @@ BAD = [
     (lambda: roofline.roofline_time(1.0, 1.0, 0.0, 1.0), r"^flops_per_s=0.0: not a positive"),
     (lambda: roofline.MatmulCost(flops=-1.0, bytes_in=1.0, bytes_out=1.0), r"^flops=-1.0"),
     (lambda: transformer.score_bytes("a", 4), r"^q_len='a': not a count"),
-    (lambda: transformer.get_model("llama 9"), r"^name='llama 9': unknown model; closest: "),
+    (lambda: models.get_model("llama 9"), r"^name='llama 9': unknown model; closest: "),
     (
         lambda: transformer.TransformerConfig(
             n_layers=2, d_model=8, d_ff=8, n_heads=4, n_kv_heads=3, head_dim=2, vocab_size=8
@@ -69,7 +78,7 @@ BAD = [
     ),  # fmt: skip
     (lambda: transformer.attention_cost(8, 8, n_heads=0, n_kv_heads=1, head_dim=2), r"^n_heads=0"),
     (lambda: transformer.moe_critical_batch(8, 9, 1.0, 1.0), r"^experts_per_token=9"),
-    (lambda: collectives.all_gather_time(1e9, 10**6, "v5e"), r"^axis_size=1000000: does not fit"),
+    (lambda: collectives.all_gather_time(1e9, 10**6, "v5e"), r"^axis_size=1000000: 1000000 chips exceed"),
     (lambda: collectives.all_gather_time(1e9, 10**6, "v5e", wraparound=True), r"^axis_size=1000000: 1000000 chips"),
     (lambda: collectives.collective_time("all_gather", 1e9, [4, 4], "v5e"), r"^axis_size=\[4, 4\]"),
     (lambda: collectives.collective_time("gather", 1e9, 4, "v5e"), r"^op='gather': unknown; closest: all_gather"),

@@ -171,12 +171,19 @@ def test_the_default_is_the_physical_slice():
 
 
 def test_an_axis_longer_than_a_pod_is_refused():
-    with pytest.raises(ValueError, match=r"^axis_size=1000000: does not fit a tpu-v5e pod"):
+    with pytest.raises(ValueError, match=r"^axis_size=1000000: 1000000 chips exceed one tpu-v5e pod"):
         all_gather_time(1e9, 10**6, "v5e")
     with pytest.raises(ValueError, match=r"^axis_size=1000000: 1000000 chips exceed one tpu-v5e pod"):
         all_gather_time(1e9, 10**6, "v5e", wraparound=True)
-    with pytest.raises(ValueError, match=r"^axis_sizes=\(4, 4, 4\): more axes than a tpu-v5e slice has"):
-        all_gather_time_multi(1e9, (4, 4, 4), "v5e")
+    with pytest.raises(ValueError, match=r"^axis_sizes=\(16, 32\): 512 chips exceed one tpu-v5e pod"):
+        all_gather_time_multi(1e9, (16, 32), "v5e")
+
+
+def test_axes_that_are_no_slice_of_their_own_take_the_enclosing_slice():
+    """`topology.ring_flags`: more axes than the torus has sides, or an axis longer than a side."""
+    assert collective_time("all_gather", 1e9, (4, 4, 4), "v5e").wraparound == (False, False, False)  # an 8x8
+    assert collective_time("all_gather", 1e9, 64, "v5e").wraparound == (False,)
+    assert collective_time("all_gather", 1e9, (20, 112, 4), "v5p").wraparound == (True, True, True)  # a v5p pod
 
 
 def test_a_list_of_sizes_is_refused_not_read_as_two_axes():

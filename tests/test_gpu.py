@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from book_lib import collectives, gpu, hardware, training
+from book_lib import bounds, collectives, gpu, hardware
 
 H100 = hardware.get_chip("h100")
 
@@ -35,7 +35,7 @@ def test_new_gpu_fields_refuse_non_positive_values():
 
 def test_one_sm_and_one_tensor_core():
     assert gpu.sm_ops_per_s("h100") == pytest.approx(9.89e14 / 132)
-    assert gpu.sm_ops_per_s("h100", "int8") == pytest.approx(1.979e15 / 132)
+    assert gpu.sm_ops_per_s("h100", dtype="int8") == pytest.approx(1.979e15 / 132)
     assert gpu.tensor_core_ops_per_s("h100") == pytest.approx(9.89e14 / 132 / 4)  # 1.87e12
     assert gpu.tensor_core_ops_per_s("a100") == pytest.approx(3.12e14 / 108 / 4)
     # the 1024 CUDA cores per SM of the text's appendix would not change this: tensor cores do the matmuls
@@ -45,18 +45,18 @@ def test_one_sm_and_one_tensor_core():
 def test_shared_memory_tile_and_its_intensity():
     assert gpu.shared_memory_tile_side("h100") == 241  # 241^2 * 4 = 232,324 <= 233,472 < 242^2 * 4
     assert gpu.shared_memory_tile_side("a100") == 204  # 167,936 / 4 = 41,984; 204^2 = 41,616
-    assert gpu.shared_memory_tile_side("h100", dtype_bytes=1) == 341
+    assert gpu.shared_memory_tile_side("h100", dtype="int8") == 341
     assert gpu.shared_memory_tile_side("h100", n_tiles=3) == math.isqrt(233_472 // 6)
-    assert gpu.tile_intensity(241) == 120.5
-    assert gpu.tile_intensity(128, dtype_bytes=1) == 128.0
+    assert gpu.tile_intensity(side=241) == 120.5
+    assert gpu.tile_intensity(side=128, dtype="int8") == 128.0
 
 
 def test_hierarchical_all_reduce_is_three_collectives():
     v = 2.0**30
-    one = gpu.hierarchical_all_reduce(v, 1, "h100")
+    one = gpu.hierarchical_all_reduce("h100", array_bytes=v, n_nodes=1)
     assert one.all_reduce.total_s == 0 and one.scale_out_fraction == 0
     assert one.total_s == pytest.approx(collectives.all_reduce_time(v, 8, "h100")), "one node: a plain AllReduce"
-    many = gpu.hierarchical_all_reduce(v, 16, "h100")
+    many = gpu.hierarchical_all_reduce("h100", array_bytes=v, n_nodes=16)
     node_s = 2 * 7 / 8 * v / (18 * 2.5e10)
     out_s = 2 * 15 / 16 * (v / 8) / H100.dcn_bytes_per_s_per_chip
     assert many.total_s == pytest.approx(node_s + out_s)
@@ -66,39 +66,41 @@ def test_hierarchical_all_reduce_is_three_collectives():
 
 def test_data_parallel_batch_per_gpu():
     # one node: the text's C / W times (g - 1) / g
-    assert gpu.dp_compute_bound_batch_per_gpu("h100", 1) == pytest.approx(
-        7 / 8 * training.compute_bound_batch_per_chip("dp", "h100")
+    assert gpu.dp_compute_bound_batch_per_gpu("h100", n_nodes=1) == pytest.approx(
+        7 / 8 * bounds.compute_bound_batch_per_chip("h100", strategy="dp")
     )
     # many nodes: the scale-out term tends to the text's per-pod rule, per GPU, plus the node's share
-    big = gpu.dp_compute_bound_batch_per_gpu("h100", 10**6)
-    per_pod = training.dcn_compute_bound_batch("h100", 8) / 8
-    assert big == pytest.approx(per_pod + 7 / 8 * training.compute_bound_batch_per_chip("dp", "h100"), rel=1e-5)
-    assert gpu.dp_compute_bound_batch_per_gpu("h100", 16) > gpu.dp_compute_bound_batch_per_gpu("h100", 2)
+    big = gpu.dp_compute_bound_batch_per_gpu("h100", n_nodes=10**6)
+    per_pod = bounds.dcn_compute_bound_batch("h100", chips_per_pod=8) / 8
+    assert big == pytest.approx(per_pod + 7 / 8 * bounds.compute_bound_batch_per_chip("h100", strategy="dp"), rel=1e-5)
+    assert gpu.dp_compute_bound_batch_per_gpu("h100", n_nodes=16) > gpu.dp_compute_bound_batch_per_gpu(
+        "h100", n_nodes=2
+    )
 
 
 def test_pipeline_stage_layers():
-    assert gpu.pipeline_compute_bound_layers("h100", 28_672) == pytest.approx(
+    assert gpu.pipeline_compute_bound_layers("h100", d_ff=28_672) == pytest.approx(
         9.89e14 / (3 * 28_672 * H100.dcn_bytes_per_s_per_chip)
     )
-    assert gpu.pipeline_compute_bound_layers("h100", 28_672, bytes_per_s=4.5e11) == pytest.approx(
+    assert gpu.pipeline_compute_bound_layers("h100", d_ff=28_672, bytes_per_s=4.5e11) == pytest.approx(
         9.89e14 / (3 * 28_672 * 4.5e11)
     )
 
 
 BAD = [
-    (lambda: gpu.pipeline_compute_bound_layers("h100", 0), r"^d_ff=0: not a count"),
-    (lambda: gpu.pipeline_compute_bound_layers("h100", 8, bytes_per_s=0), r"^bytes_per_s=0: not a positive"),
+    (lambda: gpu.pipeline_compute_bound_layers("h100", d_ff=0), r"^d_ff=0: not a count"),
+    (lambda: gpu.pipeline_compute_bound_layers("h100", d_ff=8, bytes_per_s=0), r"^bytes_per_s=0: not a positive"),
     (lambda: gpu.sm_ops_per_s("tpu-v5e"), r"^chip='tpu-v5e': not a GPU; allowed: a100, h100"),
-    (lambda: gpu.sm_ops_per_s("h100", "fp8"), r"^dtype='fp8'"),
+    (lambda: gpu.sm_ops_per_s("h100", dtype="fp8"), r"^dtype='fp8'"),
     (lambda: gpu.tensor_core_ops_per_s("b200"), r"^chip='b200': no tensor_cores_per_sm recorded; allowed: a100"),
     (lambda: gpu.shared_memory_tile_side("tpu-v4"), r"^chip='tpu-v4': not a GPU"),
-    (lambda: gpu.shared_memory_tile_side("h100", dtype_bytes=0), r"^dtype_bytes=0: not a count"),
+    (lambda: gpu.shared_memory_tile_side("h100", dtype=2), r"^dtype=2: unknown dtype"),
     (lambda: gpu.shared_memory_tile_side("h100", n_tiles=1.5), r"^n_tiles=1.5: not a count"),
-    (lambda: gpu.tile_intensity(0), r"^side=0: not a count"),
-    (lambda: gpu.hierarchical_all_reduce(0.0, 2, "h100"), r"^array_bytes=0.0: not a positive"),
-    (lambda: gpu.hierarchical_all_reduce(1e9, 0, "h100"), r"^n_nodes=0: not a count"),
-    (lambda: gpu.hierarchical_all_reduce(1e9, 2, "tpu-v5p"), r"^chip='tpu-v5p': not a GPU"),
-    (lambda: gpu.dp_compute_bound_batch_per_gpu("h1000", 2), r"^chip='h1000': unknown chip"),
+    (lambda: gpu.tile_intensity(side=0), r"^side=0: not a count"),
+    (lambda: gpu.hierarchical_all_reduce("h100", array_bytes=0.0, n_nodes=2), r"^array_bytes=0.0: not a positive"),
+    (lambda: gpu.hierarchical_all_reduce("h100", array_bytes=1e9, n_nodes=0), r"^n_nodes=0: not a count"),
+    (lambda: gpu.hierarchical_all_reduce("tpu-v5p", array_bytes=1e9, n_nodes=2), r"^chip='tpu-v5p': not a GPU"),
+    (lambda: gpu.dp_compute_bound_batch_per_gpu("h1000", n_nodes=2), r"^chip='h1000': unknown chip"),
 ]
 
 
@@ -141,7 +143,7 @@ def test_the_ch12_keys_reject_the_plausible_wrong_models():
     q4 = {"hier_allreduce_s": flat, "scale_out_fraction": 1.0}
     assert _judged("ch12_q4_hierarchical", q4) is not None
     # Q5 with the one-node rule C / W, as if NVLink joined every GPU
-    in_node = {"dp_batch_per_gpu_tokens": training.compute_bound_batch_per_chip("dp", H100)}
+    in_node = {"dp_batch_per_gpu_tokens": bounds.compute_bound_batch_per_chip(H100, strategy="dp")}
     assert _judged("ch12_q5_dp_batch", in_node) is not None
     # Q6 with one NVLink instead of all of them
     one_link = {"tp_min_d_ff": 8 * H100.bf16_flops_per_s / H100.ici_bytes_per_s}

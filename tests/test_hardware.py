@@ -15,6 +15,30 @@ def test_every_canonical_chip_is_there_in_order():
     assert hardware.chip_names() == CANONICAL
 
 
+def test_chip_names_filters_keep_table_order():
+    # prefixes: a chip added after the newest of its family (CONTRIBUTING) joins the end of each list
+    assert hardware.chip_names(family="tpu", since="v4")[:5] == ("tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-7x")
+    assert hardware.chip_names(ici_topology="2d-torus")[:4] == ("tpu-v2", "tpu-v3", "tpu-v5e", "tpu-v6e")
+    assert hardware.chip_names(ici_topology="3d-torus")[:3] == ("tpu-v4", "tpu-v5p", "tpu-7x")
+    assert hardware.chip_names(family="gpu")[:4] == ("a100", "h100", "h200", "b200")
+    assert hardware.chip_names(family="gpu", ici_topology="3d-torus") == ()
+    assert hardware.chip_names(since=get_chip("h200"))[:2] == ("h200", "b200")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"family": "tp"}, r"^family='tp': unknown; closest: tpu"),
+        ({"ici_topology": "torus"}, r"^ici_topology='torus': unknown;"),
+        ({"since": "v9"}, r"^since='v9': unknown chip;"),
+        ({"since": "h100-pcie"}, r"^since='h100-pcie': unknown; .*allowed: tpu-v2"),
+    ],
+)
+def test_chip_names_refuses_unknown_filters(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        hardware.chip_names(**kwargs)
+
+
 @pytest.mark.parametrize(
     ("name", "bf16", "int8", "hbm_bw", "ici"),
     [

@@ -7,7 +7,7 @@ import pytest
 
 from book_lib import inference, topology
 from book_lib.hardware import get_chip
-from book_lib.transformer import get_model
+from book_lib.models import get_model
 
 V5E = get_chip("tpu-v5e")
 
@@ -17,62 +17,72 @@ def test_llama2_13b_table_of_part_7():
     printed_ms = {1: 4.98, 8: 12.13, 16: 20.30, 32: 36.65, 64: 69.33, 240: 249.09}
     bandwidth_ratio = 8.2e11 / V5E.hbm_bytes_per_s
     for batch, ms in printed_ms.items():
-        step = inference.decode_step_time("llama-2-13b", V5E, 8, batch, 8192)
+        step = inference.decode_step_time("llama-2-13b", V5E, 8, batch=batch, context_len=8192)
         assert step.bound == "weights"
         assert step.t_kv + step.t_weights == pytest.approx(ms * 1e-3 * bandwidth_ratio, rel=0.02), batch
-    assert inference.max_batch("llama-2-13b", V5E, 8, 8192) == 16  # "We OOM beyond batch size 16"
-    assert inference.decode_step_time("llama-2-13b", V5E, 8, 16, 8192).fits
-    assert not inference.decode_step_time("llama-2-13b", V5E, 8, 17, 8192).fits
+    assert inference.max_batch("llama-2-13b", V5E, 8, context_len=8192) == 16  # "We OOM beyond batch size 16"
+    assert inference.decode_step_time("llama-2-13b", V5E, 8, batch=16, context_len=8192).fits
+    assert not inference.decode_step_time("llama-2-13b", V5E, 8, batch=17, context_len=8192).fits
 
 
 def test_llama3_70b_int8_on_v5e_part_8():
     """Part 8: int8 weights and KV, batch 32, 8192 tokens: 112 GB, a 2x4 slice, about 17 ms a step, half on a 4x4."""
-    step = inference.decode_step_time("llama-3-70b", V5E, 8, 32, 8192, weight_bytes=1, kv_bytes=1)
+    step = inference.decode_step_time(
+        "llama-3-70b", V5E, 8, batch=32, context_len=8192, weight_dtype="int8", kv_dtype="int8"
+    )
     assert step.memory_bytes == pytest.approx(112e9, rel=0.02)
     assert step.t_kv + step.t_weights == pytest.approx(112e9 / (8 * 8.1e11), rel=0.02)
     assert step.bound == "weights"
-    assert inference.min_chips("llama-3-70b", V5E, 32, 8192, weight_bytes=1, kv_bytes=1).shape == (2, 4)
-    bigger = inference.decode_step_time("llama-3-70b", V5E, 16, 32, 8192, weight_bytes=1, kv_bytes=1)
+    n = inference.min_chips("llama-3-70b", V5E, batch=32, context_len=8192, weight_dtype="int8", kv_dtype="int8")
+    assert topology.smallest_slice(V5E, n).shape == (2, 4)
+    bigger = inference.decode_step_time(
+        "llama-3-70b", V5E, 16, batch=32, context_len=8192, weight_dtype="int8", kv_dtype="int8"
+    )
     assert bigger.t_kv + bigger.t_weights == pytest.approx((step.t_kv + step.t_weights) / 2)
     assert bigger.tokens_per_s_per_chip == pytest.approx(step.tokens_per_s_per_chip, rel=0.1)
 
 
-@pytest.mark.parametrize(("weight_bytes", "shape"), [(2, (4, 4)), (1, (2, 4)), (0.5, (2, 2))])
-def test_smallest_v5e_slice_for_llama3_70b_weights(weight_bytes, shape):
+@pytest.mark.parametrize(("dtype", "shape"), [("bf16", (4, 4)), ("int8", (2, 4)), ("int4", (2, 2))])
+def test_smallest_v5e_slice_for_llama3_70b_weights(dtype, shape):
     """Part 8: bf16 needs a 4x4, int8 a 4x2, int4 a 2x2 (KV caches neglected)."""
-    assert inference.min_chips("llama-3-70b", V5E, 0, 8192, weight_bytes=weight_bytes).shape == shape
+    n = inference.min_chips("llama-3-70b", V5E, batch=0, context_len=8192, weight_dtype=dtype)
+    assert topology.smallest_slice(V5E, n).shape == shape
 
 
 def test_step_terms_follow_their_formulas():
     model = get_model("llama-3-8b")
-    step = inference.decode_step_time(model, "h100", 1, 64, 4096)
+    step = inference.decode_step_time(model, "h100", 1, batch=64, context_len=4096)
     assert step.t_ici == 0
     assert step.t_math == pytest.approx(2 * 64 * model.active_param_count() / get_chip("h100").bf16_flops_per_s)
     assert step.t_kv == pytest.approx(64 * 4096 * model.kv_cache_bytes_per_token(2) / get_chip("h100").hbm_bytes_per_s)
     assert step.t_lower == step.t_kv + max(step.t_weights, step.t_math)
     assert step.t_upper == pytest.approx(step.t_kv + step.t_weights + step.t_math)
-    big = inference.decode_step_time(model, "h100", 1, 4096, 128)
+    big = inference.decode_step_time(model, "h100", 1, batch=4096, context_len=128)
     assert big.bound == "math"  # above the critical batch the linears are compute-bound
-    sharded = inference.decode_step_time(model, "h100", 8, 64, 4096)
+    sharded = inference.decode_step_time(model, "h100", 8, batch=64, context_len=4096)
     assert sharded.t_ici > 0 and sharded.t_weights == pytest.approx(step.t_weights / 8)
 
 
 def test_int8_math_halves_math_time_on_v5e():
-    bf16 = inference.decode_step_time("llama-3-70b", V5E, 16, 256, 1024, weight_bytes=1)
-    int8 = inference.decode_step_time("llama-3-70b", V5E, 16, 256, 1024, weight_bytes=1, math_dtype="int8")
+    bf16 = inference.decode_step_time("llama-3-70b", V5E, 16, batch=256, context_len=1024, weight_dtype="int8")
+    int8 = inference.decode_step_time(
+        "llama-3-70b", V5E, 16, batch=256, context_len=1024, weight_dtype="int8", math_dtype="int8"
+    )
     assert int8.t_math == pytest.approx(bf16.t_math * V5E.bf16_flops_per_s / V5E.int8_ops_per_s)
 
 
 def test_prefill_is_forward_flops_at_peak():
     model = get_model("llama-3-70b")
-    t = inference.prefill_time(model, V5E, 16, 8192, batch=2, mfu=0.5)
+    t = inference.prefill_time(model, V5E, 16, prompt_len=8192, batch=2, mfu=0.5)
     flops = 2 * 8192 * model.flops_per_token(8192, training=False, causal=True)
     assert t == pytest.approx(flops / (16 * V5E.bf16_flops_per_s * 0.5))
     assert flops / (2 * 8192) > 2 * model.param_count()  # attention adds to 2 N per token
 
 
 def test_latency_throughput_moves_along_the_frontier():
-    steps = inference.latency_throughput("llama-3-70b", V5E, 16, 2048, [1, 8, 64, 512], weight_bytes=1)
+    steps = inference.latency_throughput(
+        "llama-3-70b", V5E, 16, context_len=2048, batches=[1, 8, 64, 512], weight_dtype="int8"
+    )
     latencies = [s.t_lower for s in steps]
     throughputs = [s.tokens_per_s_per_chip for s in steps]
     assert latencies == sorted(latencies) and throughputs == sorted(throughputs)
@@ -80,18 +90,20 @@ def test_latency_throughput_moves_along_the_frontier():
 
 def test_cost_per_million_tokens_uses_the_texts_prices():
     # Part 8: a v5e costs $1.20 an hour; at 1000 tokens/s/chip that is 3.6e6 tokens for $1.20.
-    assert inference.cost_per_million_tokens(1000, V5E) == pytest.approx(1.20 / 3.6)
-    assert inference.cost_per_million_tokens(1000, "h100") == pytest.approx(10.8 / 3.6)
-    assert inference.cost_per_million_tokens(1000, "a100", usd_per_chip_hour=3.6) == pytest.approx(1.0)
+    assert inference.cost_per_million_tokens(V5E, tokens_per_s_per_chip=1000) == pytest.approx(1.20 / 3.6)
+    assert inference.cost_per_million_tokens("h100", tokens_per_s_per_chip=1000) == pytest.approx(10.8 / 3.6)
+    assert inference.cost_per_million_tokens(
+        "a100", tokens_per_s_per_chip=1000, usd_per_chip_hour=3.6
+    ) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="chip='tpu-v4': the text quotes no price.*tpu-v5e"):
-        inference.cost_per_million_tokens(1000, "v4")
+        inference.cost_per_million_tokens("v4", tokens_per_s_per_chip=1000)
     with pytest.raises(ValueError, match="tokens_per_s_per_chip=0"):
-        inference.cost_per_million_tokens(0, V5E)
+        inference.cost_per_million_tokens(V5E, tokens_per_s_per_chip=0)
 
 
 @pytest.mark.parametrize(("a", "k", "expected"), [(0.0, 4, 1.0), (1.0, 4, 5.0), (0.5, 1, 1.5), (0.8, 3, 2.952)])
 def test_speculative_tokens_per_step(a, k, expected):
-    assert inference.speculative_tokens_per_step(a, k) == pytest.approx(expected)
+    assert inference.speculative_tokens_per_step(acceptance_rate=a, draft_len=k) == pytest.approx(expected)
 
 
 def test_speculative_formula_matches_a_simulation():
@@ -105,7 +117,9 @@ def test_speculative_formula_matches_a_simulation():
         while accepted < k and rng.random() < a:
             accepted += 1
         total += accepted + 1
-    assert total / trials == pytest.approx(inference.speculative_tokens_per_step(a, k), rel=0.01)
+    assert total / trials == pytest.approx(
+        inference.speculative_tokens_per_step(acceptance_rate=a, draft_len=k), rel=0.01
+    )
 
 
 def test_slice_shapes_each_generation_offers():
@@ -126,27 +140,36 @@ def test_slice_shapes_each_generation_offers():
 def test_one_chip_of_any_generation_is_predicted_without_collectives():
     """Chapter 7 predicts a step on the reader's own device: one chip, even of a 3D-torus generation."""
     for chip in ("v5p", "v4", "v5e", "h100"):
-        step = inference.decode_step_time("llama-3-8b", chip, 1, 8, 1024)
+        step = inference.decode_step_time("llama-3-8b", chip, 1, batch=8, context_len=1024)
         assert step.t_ici == 0 and step.t_weights > 0, chip
-        assert inference.prefill_time("llama-3-8b", chip, 1, 1024) > 0
+        assert inference.prefill_time("llama-3-8b", chip, 1, prompt_len=1024) > 0
     with pytest.raises(ValueError, match=r"n_chips=2: .*allowed: \[1, 4, 8"):
-        inference.decode_step_time("llama-3-8b", "v5p", 2, 8, 1024)
+        inference.decode_step_time("llama-3-8b", "v5p", 2, batch=8, context_len=1024)
 
 
 @pytest.mark.parametrize(
     ("call", "match"),
     [
-        (lambda: inference.decode_step_time("llama-3-70b", V5E, 6, 1, 8192), r"n_chips=6: .*allowed: \[1, 4, 8"),
-        (lambda: inference.decode_step_time("llama-3-70x", V5E, 8, 1, 8192), "model='llama-3-70x'.*llama-3-70b"),
-        (lambda: inference.decode_step_time("llama-3-70b", "v5q", 8, 1, 8192), "chip='v5q'"),
-        (lambda: inference.decode_step_time("llama-3-70b", V5E, 8, 0, 8192), "batch=0"),
-        (lambda: inference.decode_step_time("llama-3-70b", V5E, 8, 1, 8192, weight_bytes=0), "weight_bytes=0"),
-        (lambda: inference.decode_step_time("llama-3-70b", V5E, 8, 1, 8192, math_dtype="fp8"), "fp8"),
-        (lambda: inference.prefill_time("llama-3-70b", V5E, 8, 1024, mfu=1.5), "mfu=1.5"),
-        (lambda: inference.min_chips("llama-3.1-405b", V5E, 4096, 131072), "batch=4096"),
-        (lambda: inference.latency_throughput("llama-3-70b", V5E, 8, 1024, []), r"batches=\[\]"),
-        (lambda: inference.speculative_tokens_per_step(1.2, 3), "acceptance_rate=1.2"),
-        (lambda: inference.speculative_tokens_per_step(0.5, -1), "draft_len=-1"),
+        (
+            lambda: inference.decode_step_time("llama-3-70b", V5E, 6, batch=1, context_len=8192),
+            r"n_chips=6: .*allowed: \[1, 4, 8",
+        ),
+        (
+            lambda: inference.decode_step_time("llama-3-70x", V5E, 8, batch=1, context_len=8192),
+            "model='llama-3-70x'.*llama-3-70b",
+        ),
+        (lambda: inference.decode_step_time("llama-3-70b", "v5q", 8, batch=1, context_len=8192), "chip='v5q'"),
+        (lambda: inference.decode_step_time("llama-3-70b", V5E, 8, batch=0, context_len=8192), "batch=0"),
+        (
+            lambda: inference.decode_step_time("llama-3-70b", V5E, 8, batch=1, context_len=8192, weight_dtype="fp7"),
+            "weight_dtype='fp7': unknown dtype; closest: fp8",
+        ),
+        (lambda: inference.decode_step_time("llama-3-70b", V5E, 8, batch=1, context_len=8192, math_dtype="fp8"), "fp8"),
+        (lambda: inference.prefill_time("llama-3-70b", V5E, 8, prompt_len=1024, mfu=1.5), "mfu=1.5"),
+        (lambda: inference.min_chips("llama-3.1-405b", V5E, batch=4096, context_len=131072), "batch=4096"),
+        (lambda: inference.latency_throughput("llama-3-70b", V5E, 8, context_len=1024, batches=[]), r"batches=\[\]"),
+        (lambda: inference.speculative_tokens_per_step(acceptance_rate=1.2, draft_len=3), "acceptance_rate=1.2"),
+        (lambda: inference.speculative_tokens_per_step(acceptance_rate=0.5, draft_len=-1), "draft_len=-1"),
         (lambda: topology.smallest_slice("v5e", 257), "n_chips=257.*at most 256"),
     ],
 )
@@ -165,10 +188,12 @@ def test_serve_command_prints_the_table_and_json(capsys):
     assert main([*argv, "--dtype", "int8", "--batches", "1,64", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["batch"] for r in rows] == [1, 64] and rows[0]["fits"] and not rows[1]["fits"]
-    step = inference.decode_step_time("llama-3-70b", V5E, 8, 64, 8192, weight_bytes=1, kv_bytes=1)
+    step = inference.decode_step_time(
+        "llama-3-70b", V5E, 8, batch=64, context_len=8192, weight_dtype="int8", kv_dtype="int8"
+    )
     assert rows[1]["t_lower_s"] == pytest.approx(step.t_lower)
     assert rows[0]["usd_per_million_tokens"] == pytest.approx(
-        inference.cost_per_million_tokens(rows[0]["tokens_per_s_per_chip"], V5E)
+        inference.cost_per_million_tokens(V5E, tokens_per_s_per_chip=rows[0]["tokens_per_s_per_chip"])
     )
 
 
@@ -194,7 +219,7 @@ def test_step_time_from_sizes_gives_the_pop_quiz_and_matches_the_model_form():
         n_chips=16,
         batch=4,
         context_len=8192,
-        weight_bytes=1,
+        weight_dtype="int8",
     )
     assert small.bound == "weights"
     assert small.t_lower == pytest.approx((4 * 819.2e6 + 30e9) / (16 * 8.1e11))
@@ -205,13 +230,15 @@ def test_step_time_from_sizes_gives_the_pop_quiz_and_matches_the_model_form():
         n_chips=16,
         batch=256,
         context_len=8192,
-        weight_bytes=1,
+        weight_dtype="int8",
     )
     assert big.bound == "math"
     assert big.t_lower == pytest.approx(256 * 819.2e6 / (16 * 8.1e11) + 2 * 256 * 30e9 / (16 * 1.97e14))
     # the same numbers as decode_step_time on one chip, where it has no collectives
     model = get_model("llama-2-13b")
-    full = inference.decode_step_time(model, "tpu-v5e", 1, 8, 4096, weight_bytes=1, kv_bytes=1)
+    full = inference.decode_step_time(
+        model, "tpu-v5e", 1, batch=8, context_len=4096, weight_dtype="int8", kv_dtype="int8"
+    )
     raw = inference.decode_step_time_from_sizes(
         param_count=model.param_count(),
         kv_bytes_per_token=model.kv_cache_bytes_per_token(1),
@@ -219,36 +246,49 @@ def test_step_time_from_sizes_gives_the_pop_quiz_and_matches_the_model_form():
         n_chips=1,
         batch=8,
         context_len=4096,
-        weight_bytes=1,
+        weight_dtype="int8",
     )
     assert (raw.t_kv, raw.t_weights, raw.t_math) == pytest.approx((full.t_kv, full.t_weights, full.t_math))
     with pytest.raises(ValueError, match="kv_bytes_per_token"):
         inference.decode_step_time_from_sizes(
-            param_count=30e9, kv_bytes_per_token=0, chip="tpu-v5e", n_chips=16, batch=4, context_len=8192
+            param_count=30e9,
+            kv_bytes_per_token=0,
+            chip="tpu-v5e",
+            n_chips=16,
+            batch=4,
+            context_len=8192,
         )
 
 
 def test_prefill_servers_balance_the_two_rates():
     # the text's case: 0.91 s prefill, 19 ms steps, B = 32, 512 tokens -> about 3 prefill servers each
-    ratio = inference.prefill_servers_per_generate_server(0.91, 0.019, 32, 512)
+    ratio = inference.prefill_servers_per_generate_server(
+        prefill_s=0.91, decode_step_s=0.019, decode_batch=32, decode_len=512
+    )
     assert ratio == pytest.approx(2.99, abs=0.01)
     # the rates balance: prompts in per second equals sequences out per second
     assert ratio / 0.91 == pytest.approx(32 / (0.019 * 512))
-    assert inference.prefill_servers_per_generate_server(1.0, 0.01, 64, 100) == pytest.approx(64.0)
+    assert inference.prefill_servers_per_generate_server(
+        prefill_s=1.0, decode_step_s=0.01, decode_batch=64, decode_len=100
+    ) == pytest.approx(64.0)
     with pytest.raises(ValueError, match="decode_len"):
-        inference.prefill_servers_per_generate_server(0.91, 0.019, 32, 0)
+        inference.prefill_servers_per_generate_server(
+            prefill_s=0.91, decode_step_s=0.019, decode_batch=32, decode_len=0
+        )
 
 
 def test_memory_bound_model_parallelism_balances_ici_against_weight_loads():
     v5e = get_chip("tpu-v5e")
-    y = inference.memory_bound_model_parallelism(v5e, 28_672, 64)
+    y = inference.memory_bound_model_parallelism(v5e, d_ff=28_672, batch=64)
     w_ici = max(topology.pod(v5e).axis_bytes_per_s)
     # at that Y the two times of one [64, 8192] x [8192, 28672] bf16 matmul are equal
     t_ici = 2 * 64 * 8192 / w_ici
     t_hbm = 2 * 8192 * 28_672 / (y * v5e.hbm_bytes_per_s)
     assert t_ici == pytest.approx(t_hbm)
     assert 40 < y < 60  # the text's 56 uses beta = 8; v5e's is 9
-    assert inference.memory_bound_model_parallelism(v5e, 28_672, 32) == pytest.approx(2 * y)
-    assert inference.memory_bound_model_parallelism(v5e, 28_672, 64, weight_bytes=1) == pytest.approx(y / 2)
+    assert inference.memory_bound_model_parallelism(v5e, d_ff=28_672, batch=32) == pytest.approx(2 * y)
+    assert inference.memory_bound_model_parallelism(v5e, d_ff=28_672, batch=64, weight_dtype="int8") == pytest.approx(
+        y / 2
+    )
     with pytest.raises(ValueError, match="batch"):
-        inference.memory_bound_model_parallelism(v5e, 28_672, 0)
+        inference.memory_bound_model_parallelism(v5e, d_ff=28_672, batch=0)

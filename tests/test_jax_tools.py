@@ -14,7 +14,7 @@ import jax.numpy as jnp  # noqa: E402
 import pytest  # noqa: E402
 from jax import P  # noqa: E402
 
-from book_lib import bench, devices, hlo, plots, precision  # noqa: E402
+from book_lib import bench, devices, hlo, model_plots, plots, precision  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("eight_devices")
 
@@ -450,10 +450,10 @@ def test_two_bandwidth_roofline_bends_at_each_links_critical_intensity():
 
 @pytest.mark.parametrize("name", ["llama-3-70b", "mixtral-8x7b", "book-ch4-q1"])
 def test_transformer_layer_diagram_draws_one_box_per_layer_operation(name):
-    from book_lib import transformer
+    from book_lib import models
 
-    config = transformer.get_model(name)
-    fig, ax = plots.transformer_layer_diagram(config)
+    config = models.get_model(name)
+    fig, ax = model_plots.transformer_layer_diagram(config)
     boxes = [p.get_gid() for p in ax.patches if (p.get_gid() or "").startswith("op:")]
     layer_ops = [r for r in config.op_rows(0) if r.count == config.n_layers and r.group != "router"]
     # every per-layer operation once, the norms row once per norm position (before attention, before the MLP)
@@ -469,11 +469,11 @@ def test_latency_vs_throughput_draws_each_setup_and_hollows_what_does_not_fit():
     from book_lib import inference
 
     batches = [1, 8, 64]
-    steps = inference.latency_throughput("llama-2-13b", "v5e", 8, 8192, batches)
+    steps = inference.latency_throughput("llama-2-13b", "v5e", 8, context_len=8192, batches=batches)
     curve = ([s.tokens_per_s_per_chip for s in steps], [s.t_lower for s in steps])
     fits = {"bf16": [s.fits for s in steps]}
     assert fits["bf16"] == [True, True, False]
-    fig, ax = plots.latency_vs_throughput({"bf16": curve}, batches, fits=fits)
+    fig, ax = model_plots.latency_vs_throughput({"bf16": curve}, batches, fits=fits)
     assert ax.get_xscale() == ax.get_yscale() == "log"
     assert ax.get_xlabel() == "throughput per chip (tokens/s/chip)" and ax.get_ylabel() == "decode step latency (s)"
     line, filled, hollow = ax.get_lines()[:3]
@@ -484,15 +484,19 @@ def test_latency_vs_throughput_draws_each_setup_and_hollows_what_does_not_fit():
     assert "does not fit in HBM" in [t.get_text() for t in ax.get_legend().get_texts()]
     matplotlib.pyplot.close(fig)
     with pytest.raises(ValueError, match=r"curves\['bf16'\]=2, 2 points: .*allowed: 3 of each"):
-        plots.latency_vs_throughput({"bf16": ([1.0, 2.0], [1.0, 2.0])}, batches)
+        model_plots.latency_vs_throughput({"bf16": ([1.0, 2.0], [1.0, 2.0])}, batches)
 
 
 def test_comms_ratio_vs_fsdp_degree_draws_lines_points_and_the_bound():
-    from book_lib import training
+    from book_lib import bounds
 
     degrees = [512.0, 1024.0, 2048.0, 4096.0]
-    ratios = [training.fsdp_tp_comms_ratio(x, 4 * 2**20, 28_672, 8960, "v5p") for x in degrees]
-    fig, ax = plots.comms_ratio_vs_fsdp_degree(degrees, {"text's model": ratios}, points={"meshes": ([2240], [0.85])})
+    ratios = [
+        bounds.fsdp_tp_comms_ratio("v5p", 8960, fsdp_degree=x, batch_tokens=4 * 2**20, d_ff=28_672) for x in degrees
+    ]
+    fig, ax = model_plots.comms_ratio_vs_fsdp_degree(
+        degrees, {"text's model": ratios}, points={"meshes": ([2240], [0.85])}
+    )
     assert ax.get_xscale() == "log" and ax.get_title() == ""
     assert ax.get_xlabel() == "FSDP degree X (chips)" and ax.get_ylabel() == "T_comms / T_math (ratio)"
     line, dots, bound = ax.get_lines()
@@ -502,21 +506,22 @@ def test_comms_ratio_vs_fsdp_degree_draws_lines_points_and_the_bound():
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["text's model", "meshes", "compute-bound below 1"]
     matplotlib.pyplot.close(fig)
     with pytest.raises(ValueError, match=r"curves\['x'\]=1 values: .*allowed: 4"):
-        plots.comms_ratio_vs_fsdp_degree(degrees, {"x": [1.0]})
+        model_plots.comms_ratio_vs_fsdp_degree(degrees, {"x": [1.0]})
 
 
 def test_math_over_comms_vs_batch_draws_each_scheme_and_the_compute_bound_line():
-    from book_lib import training
+    from book_lib import bounds
 
     per_chip = [256, 1024, 4096]
     ratios = {
         s: [
-            training.layer_costs(s, batch_tokens=64 * b, d_model=8192, d_ff=28672, x=64).intensity("forward") / 2550
+            bounds.layer_costs(strategy=s, batch_tokens=64 * b, d_model=8192, d_ff=28672, x=64).intensity("forward")
+            / 2550
             for b in per_chip
         ]
         for s in ("fsdp",)
     }
-    fig, ax = plots.math_over_comms_vs_batch(per_chip, ratios)
+    fig, ax = model_plots.math_over_comms_vs_batch(per_chip, ratios)
     assert ax.get_xscale() == ax.get_yscale() == "log"
     assert ax.get_xlabel() == "batch per chip B / N (tokens)" and ax.get_ylabel() == "T_math / T_comms (ratio)"
     curve, line = ax.get_lines()
@@ -524,12 +529,14 @@ def test_math_over_comms_vs_batch_draws_each_scheme_and_the_compute_bound_line()
     assert list(line.get_ydata()) == [1.0, 1.0] and line.get_linestyle() == ":"
     matplotlib.pyplot.close(fig)
     with pytest.raises(ValueError, match=r"^ratios\['fsdp'\]=2 points: not one per batch; allowed: 3 values"):
-        plots.math_over_comms_vs_batch(per_chip, {"fsdp": [1.0, 2.0]})
+        model_plots.math_over_comms_vs_batch(per_chip, {"fsdp": [1.0, 2.0]})
 
 
 def test_comms_time_vs_batch_draws_t_math_dashed_in_black_after_the_schemes():
     batches = [1e6, 2e6, 4e6]
-    fig, ax = plots.comms_time_vs_batch(batches, {"FSDP": [1.0, 1.0, 1.0], "TP": [0.5, 1.0, 2.0]}, [0.4, 0.8, 1.6])
+    fig, ax = model_plots.comms_time_vs_batch(
+        batches, {"FSDP": [1.0, 1.0, 1.0], "TP": [0.5, 1.0, 2.0]}, [0.4, 0.8, 1.6]
+    )
     fsdp, tp, math_line = ax.get_lines()
     assert tp.get_xydata().tolist() == [[1e6, 0.5], [2e6, 1.0], [4e6, 2.0]]
     assert math_line.get_linestyle() == "--" and math_line.get_color() == "black"
@@ -537,4 +544,4 @@ def test_comms_time_vs_batch_draws_t_math_dashed_in_black_after_the_schemes():
     assert ax.get_xlabel() == "batch B (tokens per step)" and ax.get_ylabel() == "time per step (s)"
     matplotlib.pyplot.close(fig)
     with pytest.raises(ValueError, match=r"^t_comms\['t_math'\]=1 points"):
-        plots.comms_time_vs_batch(batches, {"FSDP": [1.0, 1.0, 1.0]}, [0.4])
+        model_plots.comms_time_vs_batch(batches, {"FSDP": [1.0, 1.0, 1.0]}, [0.4])

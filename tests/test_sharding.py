@@ -1,56 +1,10 @@
-"""Tests for book_lib.sharding: the notation, local sizes, and the four matmul cases of Part 3."""
+"""Tests for book_lib.sharding: the four matmul cases of Part 3, their collectives and times."""
 
 import pytest
 
-from book_lib.sharding import MatmulPlan, ShardedArray, matmul_plan, parse
+from book_lib.sharding import MatmulPlan, matmul_plan
 
 W = 4.5e10  # v4 and v5e: one ICI link, one direction (bytes/s)
-
-
-@pytest.mark.parametrize(
-    "text",
-    ["A[I_X, J]", "C[I, K]{U_Y}", "A[I_XY, J]", "A[I_X, J_Y]", "[A_X, B]", "W[D_{data,model}, F]{U_{pod}}", "x[]"],
-)
-def test_round_trip(text):
-    assert str(parse(text)) == text
-    assert parse(str(parse(text))) == parse(text)
-
-
-def test_parse_fields():
-    a = parse(" C [ I_XY , K ] { U_Z } ")
-    assert a == ShardedArray(name="C", dims=("I", "K"), axes=(("X", "Y"), ()), unreduced=("Z",))
-    assert parse("C[I, K]{U_X, U_Y}").unreduced == ("X", "Y")
-    assert str(parse("C[I, K]{U_X, U_Y}")) == "C[I, K]{U_XY}"
-    assert ShardedArray.parse("A[I_X, J]").sharded_axes == ("X",)
-    assert parse("A[I_XY, J]").axes_of("I") == ("X", "Y")
-
-
-def test_local_bytes_pop_quiz():
-    # int8[128, 2048] as A[I_XY, J] on {X: 2, Y: 8, Z: 2}: 8 x 2048 per device, 512 KiB over all 32.
-    a, sizes, mesh = parse("A[I_XY, J]"), {"I": 128, "J": 2048}, {"X": 2, "Y": 8, "Z": 2}
-    assert a.local_shape(sizes, mesh) == (8, 2048)
-    assert a.local_bytes(sizes, mesh, bytes_per_element=1) == 16384
-    assert a.total_bytes(sizes, mesh, bytes_per_element=1) == 512 * 1024
-
-
-def test_replication_ratio_solution_3_1():
-    a, sizes, mesh = parse("A[I_X, J, K]"), {"I": 64, "J": 8, "K": 8}, {"X": 4, "Y": 8, "Z": 2}
-    assert a.total_bytes(sizes, mesh) / a.global_bytes(sizes) == 16
-
-
-def test_local_shapes_of_the_jax_snippet():
-    # Part 3's JAX preview: an 8x2048 A split ('X', 'Y') and a 2048x8192 B split (None, 'Y') on a 4x2 mesh.
-    mesh = {"X": 4, "Y": 2}
-    assert parse("A[I_X, J_Y]").local_shape({"I": 8, "J": 2048}, mesh) == (2, 1024)
-    assert parse("B[J, K_Y]").local_shape({"J": 2048, "K": 8192}, mesh) == (2048, 4096)
-
-
-def test_notation_transforms():
-    assert str(parse("A[I_XY, J]").all_gather("X")) == "A[I_Y, J]"
-    assert str(parse("C[I_X, K]{U_YZ}").all_reduce("Y")) == "C[I_X, K]{U_Z}"
-    assert str(parse("C[I, K]{U_X}").all_reduce()) == "C[I, K]"
-    assert str(parse("C[I, K]{U_X}").reduce_scatter("X", dim="K")) == "C[I, K_X]"
-    assert str(parse("A[I_X, J]").all_to_all("X", "J")) == "A[I, J_X]"
 
 
 def test_case_1_needs_no_communication():
@@ -142,8 +96,10 @@ def test_the_default_mesh_is_the_physical_slice():
     cube = {"X": 4, "Y": 4, "Z": 4}  # a whole v4 cube: every axis wraps
     plan = matmul_plan("A[I, J_X]", "B[J_X, K]", contracting="J", sizes=sizes, mesh=cube, chip="v4")
     assert plan.comms_s == pytest.approx(2 * 3 / 4 * 2 * 1024 * 8192 / (2 * W))
-    with pytest.raises(ValueError, match=r"^mesh=\{'X': 64\}: not a tpu-v5e slice"):
-        matmul_plan("A[I, J_X]", "B[J_X, K]", contracting="J", sizes={"I": 64, "J": 64, "K": 64}, mesh={"X": 64},
+    line = matmul_plan("A[I, J_X]", "B[J_X, K]", contracting="J", sizes=sizes, mesh={"X": 64}, chip="v5e")
+    assert line.comms_s == pytest.approx(2 * 63 / 64 * 2 * 1024 * 8192 / W), "64 v5e chips (an 8x8) hold no ring"
+    with pytest.raises(ValueError, match=r"^mesh=\{'X': 512\}: 512 chips exceed one tpu-v5e pod"):
+        matmul_plan("A[I, J_X]", "B[J_X, K]", contracting="J", sizes={"I": 512, "J": 512, "K": 512}, mesh={"X": 512},
                     chip="v5e")  # fmt: skip
 
 
@@ -200,65 +156,6 @@ def test_wraparound_per_axis():
     ring = matmul_plan("A[I, J_Y]", "B[J_Y, K]", contracting="J", sizes=sizes, mesh=mesh, chip="v5e",
                        wraparound={"X": False, "Y": True})  # fmt: skip
     assert ring.comms_s == pytest.approx(2 * 15 / 16 * 2 * 1024 * 8192 / (2 * W))
-
-
-def test_error_parse_bad_text():
-    with pytest.raises(ValueError, match=r"^text='A\(I, J\)'"):
-        parse("A(I, J)")
-    with pytest.raises(ValueError, match=r"^text='A\[I_1, J\]': cannot read dimension 'I_1'"):
-        parse("A[I_1, J]")
-
-
-def test_error_mesh_axis_used_twice():
-    with pytest.raises(ValueError, match=r"^text='A\[I_X, J_X\]': mesh axis 'X' used twice"):
-        parse("A[I_X, J_X]")
-    with pytest.raises(ValueError, match=r"mesh axis 'Y' used twice"):
-        ShardedArray(name="C", dims=("I",), axes=(("Y",),), unreduced=("Y",))
-
-
-def test_error_dimension_twice():
-    with pytest.raises(ValueError, match=r"^dims=\('I', 'I'\): dimension 'I' appears twice"):
-        ShardedArray(dims=("I", "I"), axes=((), ()))
-
-
-def test_error_not_divisible():
-    with pytest.raises(ValueError, match=r"^sizes\['I'\]=100: not divisible by 8"):
-        parse("A[I_XY, J]").local_shape({"I": 100, "J": 4}, {"X": 2, "Y": 4})
-
-
-def test_error_unknown_mesh_axis():
-    with pytest.raises(ValueError, match=r"^mesh=\{'X': 2\}: no axis 'Z'"):
-        parse("A[I_Z, J]").local_shape({"I": 4, "J": 4}, {"X": 2})
-
-
-def test_error_missing_size():
-    with pytest.raises(ValueError, match=r"^sizes=\{'I': 4\}: no length for dimension 'J'"):
-        parse("A[I, J]").global_bytes({"I": 4})
-
-
-def test_error_bad_mesh_size():
-    with pytest.raises(ValueError, match=r"^mesh\['X'\]=0"):
-        parse("A[I_X]").local_shape({"I": 4}, {"X": 0})
-
-
-def test_error_bytes_per_element():
-    with pytest.raises(ValueError, match=r"^bytes_per_element=0"):
-        parse("A[I]").local_bytes({"I": 4}, {"X": 1}, bytes_per_element=0)
-
-
-def test_error_gather_axis_not_used():
-    with pytest.raises(ValueError, match=r"^axes=\('Y',\): 'Y' splits no dimension"):
-        parse("A[I_X]").all_gather("Y")
-
-
-def test_error_reduce_axis_not_unreduced():
-    with pytest.raises(ValueError, match=r"^axes=\('X',\): C\[I_X\] is not unreduced over 'X'"):
-        parse("C[I_X]").all_reduce("X")
-
-
-def test_error_unknown_dim():
-    with pytest.raises(ValueError, match=r"^dim='K': not a dimension"):
-        parse("A[I, J]").axes_of("K")
 
 
 SIZES, MESH = {"I": 64, "J": 64, "K": 64, "J2": 32}, {"X": 4, "Y": 4}

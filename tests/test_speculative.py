@@ -38,7 +38,9 @@ def test_tokens_per_step_match_the_formula():
     total = sum(len(speculative.accept_sampled(p, q, rng.choice(v, size=k, p=one_q), rng)) for _ in range(trials))
     rate = speculative.acceptance_rate(one_p, one_q)
     assert 0.2 < rate < 0.95
-    assert total / trials == pytest.approx(inference.speculative_tokens_per_step(rate, k), rel=0.02)
+    assert total / trials == pytest.approx(
+        inference.speculative_tokens_per_step(acceptance_rate=rate, draft_len=k), rel=0.02
+    )
 
 
 def test_a_perfect_draft_is_always_kept():

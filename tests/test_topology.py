@@ -1,10 +1,10 @@
-"""Tests for book_lib.topology: wraparound rule, hosts, hops and per-axis bandwidth."""
+"""Tests for book_lib.topology: wraparound rule, rings of a mesh, hosts, hops and per-axis bandwidth."""
 
 import math
 
 import pytest
 
-from book_lib import topology
+from book_lib import collectives, sharding, topology
 from book_lib.hardware import get_chip
 from book_lib.topology import Slice, parse_shape, pod
 
@@ -158,3 +158,60 @@ def test_grid_hops_wraps_only_the_axes_that_wrap():
         topology.grid_hops((4, 4), (True, True), (0, 0), (4, 0))
     with pytest.raises(ValueError, match=r"shape=\(4, 4\)"):
         topology.grid_hops((4, 4), (True,), (0, 0), (1, 1))
+
+
+@pytest.mark.parametrize(
+    ("chip", "sizes", "rings"),
+    [
+        ("v5e", (16,), (True,)),  # Part 2: an axis of the pod's side closes into a ring
+        ("v5e", (4,), (False,)),  # a shorter one is a line
+        ("v5e", (8, 16), (False, True)),
+        ("v4", (4, 4, 4), (True, True, True)),  # a whole cube
+        ("v4", (2, 2, 4), (False, False, False)),
+        ("v5p", (20, 112, 4), (True, True, True)),  # a data axis of 7 x 16 in the full pod
+        ("v5e", (4, 4, 4), (False, False, False)),  # three axes cut out of an 8x8: no side wraps
+        ("h100", (8,), (False,)),  # a switch is no ring
+        ("b200", (2, 4), (False, False)),
+    ],
+)
+def test_ring_flags(chip, sizes, rings):
+    assert topology.ring_flags(chip, sizes) == rings
+
+
+def test_ring_flags_of_a_slice_is_its_wraparound():
+    for chip in ("v2", "v3", "v4", "v5e", "v5p", "v6e", "7x", "h100"):
+        for shape in topology.slice_shapes(chip):
+            assert topology.ring_flags(chip, shape) == Slice.of(chip, shape).wraparound, (chip, shape)
+
+
+MESHES = [("v5e", (16,)), ("v5e", (4,)), ("v5e", (8, 16)), ("v5e", (4, 4, 4)), ("v4", (4, 4, 4)),
+          ("v4", (2, 2, 4)), ("v5p", (20, 112, 4)), ("v5p", (4, 8)), ("h100", (2, 4))]  # fmt: skip
+
+
+@pytest.mark.parametrize(("chip", "sizes"), MESHES)
+def test_collectives_and_sharding_take_their_rings_from_ring_flags(chip, sizes):
+    """The one rule: the physical default of `collectives` and of `sharding.matmul_plan` is `ring_flags`."""
+    flags = topology.ring_flags(chip, sizes)
+    assert collectives.collective_time("all_gather", 1e9, sizes, chip).wraparound == flags
+    mesh = dict(zip("XYZ", sizes, strict=False))
+    axes = "".join(mesh)
+    args = (f"A[I, J_{axes}]", f"B[J_{axes}, K]")
+    shapes = {"I": 64, "J": 64 * math.prod(sizes), "K": 64}
+
+    def comms_s(wraparound):
+        return sharding.matmul_plan(
+            *args, contracting="J", sizes=shapes, mesh=mesh, chip=chip, wraparound=wraparound
+        ).comms_s
+
+    assert comms_s(None) == comms_s(dict(zip(mesh, flags, strict=True)))
+    if get_chip(chip).ici_topology != "nvswitch":  # the check has teeth: other rings give another time
+        assert comms_s(None) != comms_s(dict(zip(mesh, (not f for f in flags), strict=True)))
+
+
+def test_ring_flags_errors():
+    with pytest.raises(ValueError, match=r"^axis_sizes=\(16, 32\): 512 chips exceed one tpu-v5e pod"):
+        topology.ring_flags("v5e", (16, 32))
+    with pytest.raises(ValueError, match=r"^axis_sizes\[1\]=0: not a count"):
+        topology.ring_flags("v5e", (4, 0))
+    with pytest.raises(ValueError, match=r"^chip='v9'"):
+        topology.ring_flags("v9", (4,))

@@ -6,17 +6,10 @@ import dataclasses
 
 import pytest
 
-from book_lib import transformer
-from book_lib.transformer import (
-    MODELS,
-    REMAT_POLICIES,
-    FlopsBreakdown,
-    ParamBreakdown,
-    TrainingMemory,
-    TransformerConfig,
-    get_model,
-    model_names,
-)
+from book_lib import breakdowns, transformer
+from book_lib.breakdowns import FlopsBreakdown, ParamBreakdown, TrainingMemory
+from book_lib.models import MODELS, get_model, model_names
+from book_lib.transformer import REMAT_POLICIES, TransformerConfig
 
 # Parameter counts of the released safetensors (sum of every tensor's element count).
 RELEASED = {
@@ -166,7 +159,7 @@ def test_op_rows_add_up_to_the_books_per_layer_sums():
     model, tokens, S = get_model("llama-3-70b"), 4096, 2048
     L, D, F, N, K, H, V = 80, 8192, 28672, 64, 8, 128, 128256
     rows = model.op_rows(S, batch_tokens=tokens)
-    by_group = {g: sum(r.total_flops for r in rows if r.group == g) for g in transformer.OP_GROUPS}
+    by_group = {g: sum(r.total_flops for r in rows if r.group == g) for g in breakdowns.OP_GROUPS}
     assert by_group["mlp"] == 18 * tokens * D * F * L
     assert by_group["qkvo"] == 12 * tokens * D * (N + K) * H * L
     assert by_group["dot_product"] == 12 * tokens * S * N * H * L

@@ -1,12 +1,15 @@
 """Per-class variants (`exercises/variants.py`): a course seed gives every value question new numbers."""
 
+import dataclasses
 import json
+import random
 
 import nbformat
 import pytest
 
+from book_lib import checks
 from exercises import build, variants
-from exercises.keys import Key, keys_for
+from exercises.keys import MAX_REDRAWS, Key, keys_for, redraw
 
 ASSIGNMENTS = build.assignments()
 SEEDS = range(1, 13)
@@ -90,8 +93,34 @@ def test_values_that_do_not_fit_the_keys_are_refused(tmp_path):
 def test_keys_refuse_half_a_variant():
     with pytest.raises(ValueError, match="draw"):
         Key(names=("x",), kind="value", expected=lambda n: {"x": n}, params={"n": 1})
+    with pytest.raises(ValueError, match="^accept="):
+        Key(names=("x",), kind="value", expected=lambda: {"x": 1.0}, accept=lambda v: True)
     with pytest.raises(ValueError, match="params"):
         Key(names=("x",), kind="value", expected=lambda n: {"x": n}, params={"n": (1, 2)}, draw=lambda r: {"n": (3, 4)})
+
+
+def _draw_n(r):
+    return {"n": r.choice(range(1, 100))}
+
+
+def test_a_key_redraws_until_its_condition_holds_as_a_loop_in_the_draw_would():
+    key = Key(
+        names=("x",),
+        kind="value",
+        expected=lambda n: {"x": n},
+        params={"n": 1},
+        draw=_draw_n,
+        accept=lambda v: v["n"] % 7 == 0,
+    )
+    rng = random.Random(5)
+    while (looped := _draw_n(rng))["n"] % 7:  # the hand-written loop `accept` replaces: same random calls
+        pass
+    assert key.drawn(random.Random(5)) == looped
+    with pytest.raises(ZeroDivisionError):  # only a ValueError refuses; any other error is a bug
+        dataclasses.replace(key, accept=lambda v: 1 / 0).drawn(random.Random(5))
+    with pytest.raises(ValueError, match=rf"^the draw of x: no draw in {MAX_REDRAWS} met its condition"):
+        dataclasses.replace(key, accept=lambda v: False).drawn(random.Random(5))
+    assert redraw(_draw_n, lambda v: checks.count("n", v["n"] - 50) > 0, random.Random(5))["n"] > 50
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,235 @@
+"""The training planner: every sensible `parallelism.Layout` of a step, ranked by step time.
+
+Tried on n_chips chips (one slice, or whole pods joined over DCN by data parallelism): pure DP,
+FSDP, tensor parallelism, FSDP + TP with every power-of-two tensor degree, each with 1, 2, 4 or 8
+pipeline stages (4 microbatches per stage). Only layouts whose tensor degree and stages
+`parallelism.place` cuts out of one side of the slice each are kept, so every layout is a real mesh.
+Each is timed by `training.step_time` and sized by `training.memory_per_chip`; the one nearest the
+text's X_opt = sqrt(B M_X N / (F M_Y)) (`bounds.optimal_fsdp_degree`) is flagged.
+
+Book: Part 5 ("Scaling Between Pods", "Key Takeaways"); Part 6, "How to shard LLaMA 3-70B".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from book_lib import bounds, checks, topology
+from book_lib.hardware import Chip
+from book_lib.models import get_model
+from book_lib.parallelism import Layout, place
+from book_lib.training import MemoryPerChip, StepTime, memory_per_chip, step_time
+from book_lib.transformer import TransformerConfig
+
+__all__ = ["PlanEntry", "TrainingPlan", "plan_training"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanEntry:
+    """One scheme the planner tried, with its step time, memory and why it ranks where it does.
+
+    mfu = useful FLOPs of the step / (t_lower N C): the MFU at the roofline (1 when compute-bound
+    without a bubble).
+
+    Attributes:
+        rank: 1 for the best (count).
+        scheme: its layout's label (`parallelism.Layout.label`: "FSDP+TP", "FSDP+PP", "DP", ...).
+        step: the `StepTime` of its layout.
+        memory: the `MemoryPerChip` of its layout.
+        mfu: see above (ratio).
+        near_text_fsdp_degree: its FSDP degree is the real one closest to `optimal_fsdp_degree`
+            among the FSDP + tensor layouts without pipeline tried.
+        reason: why it wins, or why it loses to the best.
+    """
+
+    rank: int
+    scheme: str
+    step: StepTime
+    memory: MemoryPerChip
+    mfu: float
+    near_text_fsdp_degree: bool
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainingPlan:
+    """Every scheme `plan_training` tried, best first.
+
+    Attributes:
+        model, chip: names.
+        n_chips, batch_tokens, seq_len: as asked (counts).
+        pods: pods joined over DCN (count).
+        slice_shape: the ICI slice of one pod (chips per axis).
+        text_fsdp_degree: X_opt = sqrt(B M_X N / (F M_Y)) with two FSDP axes and one tensor axis, N one
+            pod's chips and B its share of the batch (count, not rounded).
+        entries: the layouts, ranked by step time (those that do not fit last).
+    """
+
+    model: str
+    chip: str
+    n_chips: int
+    batch_tokens: int
+    seq_len: int
+    pods: int
+    slice_shape: tuple[int, ...]
+    text_fsdp_degree: float
+    entries: tuple[PlanEntry, ...]
+
+    @property
+    def best(self) -> PlanEntry:
+        """The first entry."""
+        return self.entries[0]
+
+
+def _pod_split(chip: Chip, n_chips: int) -> tuple[int, tuple[int, ...]]:
+    """(pods, the slice shape of one pod) for n_chips: one slice, or whole pods joined over DCN."""
+    if n_chips > chip.chips_per_pod:
+        if n_chips % chip.chips_per_pod:
+            raise ValueError(
+                f"n_chips={n_chips!r}: more than a {chip.name} pod and not whole pods; "
+                f"allowed: up to {chip.chips_per_pod}, or a multiple of it"
+            )
+        return n_chips // chip.chips_per_pod, chip.pod_shape
+    shapes = topology.slice_shapes(chip)
+    for shape in shapes:
+        if math.prod(shape) == n_chips:
+            return 1, shape
+    sizes = ", ".join(str(math.prod(s)) for s in shapes)
+    raise ValueError(f"n_chips={n_chips!r}: not a {chip.name} slice; allowed: {sizes}, or whole pods")
+
+
+def _layouts(cfg: TransformerConfig, chip: Chip, pods: int, in_pod: int) -> list[Layout]:
+    """Every power-of-two tensor degree and stage count, with the rest given to DP or FSDP, that the
+    slice's sides can hold (`Placement.cut`) and the model's heads, width and layers divide."""
+    found = []
+    y = 1
+    while y <= cfg.n_heads and y <= in_pod:
+        for stages in (1, 2, 4, 8):
+            x, rest = divmod(in_pod, y * stages)
+            if rest or cfg.d_ff % y or cfg.n_heads % y or cfg.n_layers % stages:
+                continue
+            m = 4 * stages if stages > 1 else 1
+            common = {"tensor": y, "pipeline": stages, "microbatches": m}
+            options = [Layout(data=pods, fsdp=x, **common)]
+            if y == 1 and stages == 1 and x > 1:
+                options.insert(0, Layout(data=pods * x, **common))
+            found += [lay for lay in options if _cut(chip, lay)]
+        y *= 2
+    return found
+
+
+def _cut(chip: Chip, layout: Layout) -> bool:
+    """Whether `parallelism.place` cuts the tensor degree and the stages out of one side each."""
+    try:
+        placed = place(chip, layout)
+    except ValueError:
+        return False  # more ICI axes than the torus has sides
+    return placed.cut and len(placed.axes["tensor"]) <= 1 and len(placed.axes["pipeline"]) <= 1
+
+
+def _reason(entry_step: StepTime, memory: MemoryPerChip, best: StepTime | None) -> str:
+    if memory.fits is False:
+        return f"does not fit: {memory.total_bytes / 1e9:,.1f} GB per chip > {(memory.hbm_bytes or 0) / 1e9:,.1f} GB"
+    notes = []
+    if entry_step.context_parallel > 1:
+        notes.append(f"cuts sequences {entry_step.context_parallel:.3g}-way (context parallelism)")
+    if entry_step.bound == "communication" and entry_step.largest_collective is not None:
+        worst = entry_step.largest_collective
+        notes.append(
+            f"communication-bound: collectives {entry_step.t_comms:.3g} s > math {entry_step.t_math:.3g} s "
+            f"(largest: {worst.name}, {worst.phase}, {worst.total_s:.3g} s)"
+        )
+    if entry_step.t_bubble > 0:
+        notes.append(f"pipeline bubble +{entry_step.t_bubble / entry_step.t_math:.0%}")
+    if best is None:
+        return "; ".join(["fastest that fits", *notes])
+    ratio = entry_step.t_lower / best.t_lower
+    return "; ".join([*notes, f"{ratio:.2f}x the best step time"])
+
+
+def plan_training(
+    model: TransformerConfig | str,
+    chip: Chip | str,
+    n_chips: int,
+    *,
+    batch_tokens: int,
+    seq_len: int,
+    checkpoints_per_layer: float = 4,
+) -> TrainingPlan:
+    """Every sensible layout of a training step of `model` on `n_chips`, ranked by step time.
+
+    The layouts of the module docstring, ranked by `StepTime.t_lower`, then `t_upper` (layouts that do
+    not fit in HBM last), each with `training.memory_per_chip` (Adam, bf16 weights, fp32 state) and
+    the MFU at the roofline. Book: Part 5 ("Scaling Between Pods", "Key Takeaways"); Part 6,
+    "How to shard LLaMA 3-70B".
+
+    Raises:
+        ValueError: unknown model or chip; n_chips not a slice size nor whole pods; a batch that is
+            not whole sequences or is smaller than one token per data shard of every layout.
+    """
+    cfg, hw = get_model(model, arg="model"), checks.chip(chip)
+    pods, shape = _pod_split(hw, checks.count("n_chips", n_chips))
+    b = checks.count("batch_tokens", batch_tokens)
+    if b < checks.count("seq_len", seq_len) or b % seq_len:
+        raise ValueError(
+            f"batch_tokens={b!r}: not a whole number of sequences of {seq_len}; allowed: a multiple of {seq_len}"
+        )
+    tried = []
+    for layout in _layouts(cfg, hw, pods, n_chips // pods):
+        try:
+            step = step_time(cfg, hw, layout, batch_tokens=b, seq_len=seq_len)
+        except ValueError:
+            continue  # the batch does not split over this layout
+        memory = memory_per_chip(cfg, hw, layout, batch_tokens=b, checkpoints_per_layer=checkpoints_per_layer)
+        tried.append((layout.label, step, memory))
+    if not tried:
+        raise ValueError(f"batch_tokens={b!r}: splits over none of the layouts tried; allowed: a multiple of {n_chips}")
+    return _rank(cfg, hw, n_chips, b, seq_len, pods, shape, tried)
+
+
+def _rank(
+    cfg: TransformerConfig,
+    chip: Chip,
+    n_chips: int,
+    b: int,
+    seq_len: int,
+    pods: int,
+    shape: tuple[int, ...],
+    tried: list[tuple[str, StepTime, MemoryPerChip]],
+) -> TrainingPlan:
+    """Sort the layouts, attach MFU and reasons, and flag the FSDP degree nearest the text's X_opt."""
+    tried.sort(key=lambda t: (t[2].fits is False, t[1].t_lower, t[1].t_upper))
+    x_opt = bounds.optimal_fsdp_degree(n_chips // pods, batch_tokens=b / pods, d_ff=cfg.d_ff)
+    mixed = [s.layout.fsdp if _is_mixed(s.layout) else None for _, s, _ in tried]
+    nearest = min((x for x in mixed if x), key=lambda x: abs(math.log(x / x_opt)), default=None)
+    useful = cfg.flops_per_token(seq_len, training=True, causal=True) * b
+    entries = []
+    for rank, ((label, step, memory), x) in enumerate(zip(tried, mixed, strict=True), start=1):
+        entries.append(
+            PlanEntry(
+                rank=rank,
+                scheme=label,
+                step=step,
+                memory=memory,
+                mfu=useful / (step.t_lower * n_chips * chip.peak_ops_per_s("bf16")),
+                near_text_fsdp_degree=x is not None and x == nearest,
+                reason=_reason(step, memory, None if rank == 1 else tried[0][1]),
+            )
+        )
+    return TrainingPlan(
+        model=cfg.name or "custom",
+        chip=chip.name,
+        n_chips=n_chips,
+        batch_tokens=b,
+        seq_len=seq_len,
+        pods=pods,
+        slice_shape=tuple(shape),
+        text_fsdp_degree=x_opt,
+        entries=tuple(entries),
+    )
+
+
+def _is_mixed(layout: Layout) -> bool:
+    """FSDP and tensor parallelism without pipeline stages: the text's mixed scheme."""
+    return layout.fsdp > 1 and layout.tensor > 1 and layout.pipeline == 1

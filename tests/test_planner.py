@@ -1,0 +1,159 @@
+"""book_lib.planner against Part 6 of the text: every layout of a step, ranked; and its command line."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from book_lib import bounds, planner
+
+BATCH_4M = 4 * 2**20  # the text's "4 * 1024 * 1024": 1024 sequences of 4096
+
+
+# ----- the planner (Part 6) --------------------------------------------------------------------------
+
+
+def test_plan_for_llama3_70b_on_a_v5p_pod():
+    plan = planner.plan_training("llama3-70b", "tpu-v5p", 8960, batch_tokens=BATCH_4M, seq_len=4096)
+    best = plan.best
+    # Part 6: mixed FSDP + tensor parallelism is compute-bound; FSDP alone is not; DP does not fit.
+    assert best.scheme == "FSDP+TP" and best.step.bound == "compute" and best.memory.fits
+    assert best.step.layout.tensor in (4, 8)
+    assert best.mfu == pytest.approx(1.0)
+    by_scheme = {e.scheme: e for e in plan.entries}
+    assert by_scheme["FSDP"].step.bound == "communication"
+    assert by_scheme["DP"].memory.fits is False and by_scheme["DP"].rank == len(plan.entries)
+    assert "does not fit" in by_scheme["DP"].reason
+    # Part 6 picks 4-way tensor parallelism (2048-way FSDP on 8192 chips); the flagged mesh here is its
+    # real counterpart on 8960 chips: 2240-way FSDP, 4-way tensor.
+    (flagged,) = [e for e in plan.entries if e.near_text_fsdp_degree]
+    assert flagged.step.layout.tensor == 4 and flagged.step.n_chips == 8960
+    assert plan.text_fsdp_degree == pytest.approx(bounds.optimal_fsdp_degree(8960, batch_tokens=BATCH_4M, d_ff=28_672))
+    assert [e.rank for e in plan.entries] == list(range(1, len(plan.entries) + 1))
+    times = [e.step.t_lower for e in plan.entries if e.memory.fits]
+    assert times == sorted(times)
+    assert all(e.step.n_chips == 8960 for e in plan.entries)
+
+
+def test_plan_across_pods_uses_dcn_in_every_scheme():
+    # Exercise 6.1: the same 4M batch on four pods.
+    plan = planner.plan_training("llama3-70b", "v5p", 4 * 8960, batch_tokens=BATCH_4M, seq_len=4096)
+    assert plan.pods == 4
+    assert all(e.step.mesh["pod"] == 4 and e.step.layout.data % 4 == 0 for e in plan.entries)
+    assert all(any(c.link == "dcn" for c in e.step.collectives) for e in plan.entries)
+
+
+def test_plan_on_gpus_and_a_small_slice():
+    plan = planner.plan_training("llama-3-8b", "h100", 64, batch_tokens=2**20, seq_len=4096)
+    assert plan.pods == 8 and plan.best.memory.fits
+    small = planner.plan_training("llama-3-8b", "v5e", 256, batch_tokens=2**20, seq_len=4096)
+    assert small.slice_shape == (16, 16) and small.best.step.bound == "compute"
+
+
+def _plan(model="llama3-70b", chip="v5p", n_chips=8960, batch=BATCH_4M):
+    return planner.plan_training(model, chip, n_chips, batch_tokens=batch, seq_len=4096)
+
+
+BAD = [
+    (lambda: _plan(model="llama3-7b"), r"^model='llama3-7b': unknown model; closest: "),
+    (lambda: _plan(chip="v9p"), r"^chip='v9p': unknown chip; closest: "),
+    (lambda: _plan(n_chips=9000), r"^n_chips=9000: more than a tpu-v5p pod and not whole pods"),
+    (lambda: _plan(n_chips=100), r"^n_chips=100: not a tpu-v5p slice; allowed: 4, 8, "),
+    (lambda: _plan(n_chips=64, batch=2048), r"^batch_tokens=2048: not a whole number of sequences of 4096"),
+]
+
+
+@pytest.mark.parametrize(("call", "start"), BAD, ids=[f"bad{i}" for i in range(len(BAD))])
+def test_bad_input_names_argument_value_and_what_is_allowed(call, start):
+    with pytest.raises(ValueError, match=start):
+        call()
+
+
+def test_every_layout_is_a_real_cut_of_the_slice():
+    plan = _plan()
+    labels = {e.scheme for e in plan.entries}
+    assert {"DP", "FSDP", "FSDP+TP", "FSDP+TP+PP"} <= labels
+    for e in plan.entries:
+        placement = e.step.placement
+        assert placement.cut and e.scheme == e.step.layout.label
+        assert sum(len(sizes) for sizes in placement.axes.values()) <= 3  # a 3D torus has three axes
+
+
+# ----- the command line ------------------------------------------------------------------------------
+
+PLAN = [
+    "plan",
+    "--model",
+    "llama3-70b",
+    "--chip",
+    "tpu-v5p",
+    "--chips",
+    "8960",
+    "--batch-tokens",
+    "4M",
+    "--seq",
+    "4096",
+]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "book_lib", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_cli_prints_the_ranked_table():
+    done = _cli(*PLAN)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("llama-3-70b on 8,960 tpu-v5p") and "1,024 sequences of 4,096" in lines[0]
+    first = next(line for line in lines if line.lstrip().startswith("1 "))
+    assert "FSDP+TP" in first and "compute" in first
+    assert any(line.rstrip().endswith("--top 0 shows all)") for line in lines)
+
+
+def test_cli_json_is_the_plan():
+    done = _cli(*PLAN, "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    plan = planner.plan_training("llama3-70b", "v5p", 8960, batch_tokens=BATCH_4M, seq_len=4096)
+    assert data["batch_tokens"] == BATCH_4M and len(data["entries"]) == len(plan.entries)
+    assert data["entries"][0]["mesh"] == plan.best.step.mesh
+    assert math.isclose(data["entries"][0]["t_lower_s"], plan.best.step.t_lower)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("--model", "llama3-7b"), "error: model='llama3-7b': unknown model; closest: llama-3-70b"),
+        (("--chip", "tpu-v9"), "error: chip='tpu-v9': unknown chip"),
+        (("--chips", "9000"), "error: n_chips=9000"),
+        (("--batch-tokens", "2K"), "error: batch_tokens=2048: not a whole number of sequences of 4096"),
+        (("--batch-tokens", "lots"), "count='lots': not a number"),
+    ],
+)
+def test_cli_bad_input_exits_non_zero_without_a_traceback(change, message):
+    args = list(PLAN)
+    i = args.index(change[0])
+    args[i + 1] = change[1]
+    done = _cli(*args)
+    assert done.returncode == 2
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout == ""
+
+
+def test_names_are_resolved_once_at_the_boundary(monkeypatch):
+    from book_lib import checks
+
+    looked_up = []
+    real = checks.lookup
+
+    def counting(arg, value, table, *, what, key=str):
+        looked_up.append((arg, value))
+        return real(arg, value, table, what=what, key=key)
+
+    monkeypatch.setattr(checks, "lookup", counting)
+    _plan()
+    assert sorted(looked_up) == [("chip", "v5p"), ("model", "llama3-70b")]
