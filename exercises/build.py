@@ -86,6 +86,69 @@ def solution_notebook(nb, assignment: str):
     return nb
 
 
+# What a statement says for each tolerance a key may use (`Key.tolerance`, relative).
+TOLERANCE_WORDS = {
+    0: "exact",
+    1e-2: "within 1 %",
+    2e-2: "within 2 %",
+    4e-2: "within 4 %",
+    1e-3: "within 0.1 %",
+    1e-4: "within 1e-4 relative",
+    1e-6: "within 1e-6 relative",
+}
+
+
+def question_problems(nb, assignment: str) -> list[str]:
+    """What is wrong with the questions of a rendered source `nb`; empty when nothing is.
+
+    A question is its key in `exercises/keys/<assignment>.py` and four cells named after its grade_id,
+    in order: `<id>_statement`, `<id>_answer` (the solution), `<id>_sanity` and `<id>`, the test cell,
+    whose nbgrader `points` are the one place its points are written. The statement's heading gives
+    them (`(<% pts %>)` in the source), it quotes every name the key lists and, for a value or
+    function, says the key's tolerance in the words of `TOLERANCE_WORDS`; the answer defines each
+    name; the header gives the total (`<% total_points %>`).
+    """
+    from exercises.keys import keys_for
+    from exercises.variants import TEMPLATE_NAMES, points, pts
+
+    keys, marks = keys_for(assignment), points(nb)
+    cells = {grade_id(c): c for c in nb.cells if grade_id(c)}
+    problems = [
+        f"{gid}: a test cell without a key in exercises/keys/{assignment}.py" for gid in marks if gid not in keys
+    ]
+    for gid, key in keys.items():
+        parts = [f"{gid}_statement", f"{gid}_answer", f"{gid}_sanity", gid]
+        if [g for g in cells if g in parts] != parts:
+            problems.append(f"{gid}: cells {[g for g in cells if g in parts]}; allowed: {parts}, in this order")
+            continue
+        statement, answer = cells[parts[0]].source, cells[parts[1]].source
+        if not marks.get(gid):
+            problems.append(f"{gid}: its test cell gives no points; allowed: nbgrader points > 0")
+        elif f"({pts(marks[gid])})" not in statement.partition("\n")[0]:
+            problems.append(f"{gid}: the heading does not give its {pts(marks[gid])}; allowed: '(<% pts %>)'")
+        for name in key.names:
+            if not re.search(rf"`[^`]*\b{name}\b", statement):
+                problems.append(f"{gid}: the statement does not quote `{name}`")
+            if not re.search(rf"^(def )?{name}\b", answer, re.MULTILINE):
+                problems.append(f"{gid}: the answer does not define {name}")
+        words = TOLERANCE_WORDS.get(key.tolerance, f"(no words for {key.tolerance:g}: add them to TOLERANCE_WORDS)")
+        if key.kind in ("value", "function") and words not in statement:
+            problems.append(f"{gid}: the statement does not say {words!r}, the key's tolerance")
+        problems += [f"{gid}: params[{n!r}] hides the template's own {n}" for n in TEMPLATE_NAMES if n in key.params]
+    if f"**{sum(marks.values()):g} points.**" not in nb.cells[0].source:
+        problems.append(
+            f"header: does not give the total, {sum(marks.values()):g}; allowed: '**<% total_points %> points.**'"
+        )
+    return problems
+
+
+def check_questions(nb, assignment: str) -> None:
+    """Raise `ValueError` listing every problem `question_problems` finds (`make exercises`, `make course`)."""
+    problems = question_problems(nb, assignment)
+    if problems:
+        raise ValueError(f"{assignment}: " + "; ".join(problems))
+
+
 def rendered_source(assignment: str, values: dict | None = None):
     """The source notebook with its templates filled: the text's numbers, or a class's `values`."""
     from exercises.variants import render
@@ -120,6 +183,7 @@ def execute(nb, cwd: Path, timeout_s: int = 600):
 
 def build(assignment: str) -> None:
     nb = rendered_source(assignment)
+    check_questions(nb, assignment)
     with tempfile.TemporaryDirectory() as tmp:
         course = Path(tmp)
         shutil.copytree(COURSE / "source" / assignment, course / "source" / assignment)
@@ -156,9 +220,11 @@ def make_course(
     if seed is not None:
         variants.save(dest, seed, assignments)
     for assignment in assignments:
+        rendered = rendered_source(assignment, variants.load(dest, assignment))
+        check_questions(rendered, assignment)
         generate_release(assignment, dest)
         if solutions:
-            nb = solution_notebook(rendered_source(assignment, variants.load(dest, assignment)), assignment)
+            nb = solution_notebook(rendered, assignment)
             (dest / "solutions").mkdir(exist_ok=True)
             nbformat.write(execute(nb, dest / "solutions"), dest / "solutions" / f"{assignment}.ipynb")
         print(f"{assignment}: release{' and solution' if solutions else ''} written under {dest}")

@@ -1,12 +1,14 @@
 """Per-class variants: a course seed gives a class its own numbers in every value question.
 
 The source notebooks are templates. A cell may hold `<% expression %>`, evaluated with the
-parameters of the question whose statement it follows (`Key.params`: the text's values by default)
-and the helpers below; in a code cell the result is written as a Python literal (`py`), in a
-Markdown cell as text. Rendering with the defaults gives the text's own problems (the book, the
-public release and solutions); a course seed draws each question's values with its `Key.draw`,
-until every answer of a value question differs from the text's, so the public solutions do not
-answer a class's questions.
+parameters of the question whose statement it follows (`Key.params`: the text's values by default),
+the helpers below and the points (`<% pts %>`, "2 pts", and `<% total_points %>`, read from the test
+cells' nbgrader metadata, the one place a question's points are written). In a code cell the result
+is written as a Python literal (`py`), in a Markdown cell as text. Rendering with the defaults
+gives the text's own problems (the book, the public release and solutions); a course seed draws
+each question's values with its `Key.draw`, again until they meet its `Key.accept` and every answer
+of a value question differs from the text's (`Key.drawn`), so the public solutions do not answer a
+class's questions.
 
 A class folder keeps its values in `variant.json` beside its gradebook: the grader reads them there
 (hidden from the student's kernel by the sandbox), and nbgrader's generate_assignment renders the
@@ -37,13 +39,15 @@ __all__ = [
     "RenderVariant",
     "DropSolutionOnly",
     "HELPERS",
+    "TEMPLATE_NAMES",
+    "points",
+    "pts",
 ]
 
 VALUES_FILE = "variant.json"
 TEMPLATE = re.compile(r"<%(.+?)%>", re.DOTALL)
 # A class's notebook is handed out by its instructor: a badge would open the text's version instead.
 COLAB_BADGE = re.compile(r"^\[!\[Open In Colab\]\(.*\n\n?", re.MULTILINE)
-MAX_DRAWS = 200
 
 
 def sci(x: float, digits: int = 3) -> str:
@@ -89,6 +93,9 @@ def chip_name(name: str) -> str:
     return "NVIDIA " + chip.name.upper()
 
 
+# Names a template gets from the notebook itself: a question's points (`<% pts %>`, in the cells from
+# its statement to the next question's) and the assignment's total (`<% total_points %>`, anywhere).
+TEMPLATE_NAMES = ("pts", "total_points")
 HELPERS = {
     "sci": sci,
     "comma": comma,
@@ -123,13 +130,10 @@ def draw(seed: int, assignment: str) -> dict[str, dict]:
         if not key.params:
             continue
         rng = random.Random(f"{seed}:{assignment}:{gid}")
-        for _ in range(MAX_DRAWS):
-            values = {**key.params, **key.draw(rng)}
-            if _differs(key, values):
-                break
-        else:
-            raise ValueError(f"seed={seed}: {gid} drew its text's answer {MAX_DRAWS} times; its draw is too narrow")
-        out[gid] = values
+        try:
+            out[gid] = key.drawn(rng, differs=lambda values, key=key: _differs(key, values))
+        except ValueError as err:
+            raise ValueError(f"seed={seed}: {gid}: {err}; its draw is too narrow") from err
     return out
 
 
@@ -172,12 +176,15 @@ def render(nb, assignment: str, values: dict[str, dict] | None = None, *, text_o
     is_text = all(values.get(gid, {}) == dict(k.params) for gid, k in keys.items())
     keep_text_only = is_text if text_only is None else text_only
     nb = nbformat.from_dict(json.loads(json.dumps(nb)))
-    scope: dict = {}
+    marks = points(nb)
+    total = {"total_points": sum(marks.values())}
+    scope: dict = total
     cells = []
     for cell in nb.cells:
         gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") or ""
-        if gid.endswith("_statement") and gid.removesuffix("_statement") in keys:
-            scope = values.get(gid.removesuffix("_statement"), {})
+        question = gid.removesuffix("_statement")
+        if gid.endswith("_statement") and question in keys:
+            scope = {**values.get(question, {}), **total, "pts": pts(marks.get(question, 0))}
         if cell.get("metadata", {}).get("book", {}).get("text_only") and not keep_text_only:
             continue
         cell.source = _fill(cell.source, scope, code=cell.cell_type == "code", where=gid or cell.get("id", "?"))
@@ -186,6 +193,20 @@ def render(nb, assignment: str, values: dict[str, dict] | None = None, *, text_o
         cells.append(cell)
     nb.cells = cells
     return nb
+
+
+def points(nb) -> dict[str, float]:
+    """grade_id -> points of every graded test cell of `nb` (its nbgrader metadata, the one place they are written)."""
+    return {
+        cell.metadata["nbgrader"]["grade_id"]: cell.metadata["nbgrader"].get("points", 0)
+        for cell in nb.cells
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade")
+    }
+
+
+def pts(n: float) -> str:
+    """A question's points as its statement's heading gives them: 1 -> "1 pt", 2 -> "2 pts"."""
+    return f"{n:g} pt" if n == 1 else f"{n:g} pts"
 
 
 def _fill(source: str, scope: dict, *, code: bool, where: str) -> str:

@@ -14,11 +14,54 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["Key", "JaxCheck", "keys_for", "scaled", "KINDS"]
+__all__ = ["Key", "JaxCheck", "keys_for", "redraw", "scaled", "KINDS", "MAX_REDRAWS"]
 
 KINDS = ("value", "function", "choice", "jax")
 # Integer factors by which grading-time inputs scale the text's cases (see `scaled`).
 DRAW_FACTORS = tuple(range(2, 10))
+# Draws `redraw` tries before it gives up on a condition (the narrowest key needs a few dozen).
+MAX_REDRAWS = 1000
+
+
+def redraw(
+    draw: Callable[[random.Random], dict],
+    accept: Callable[[dict], bool] | None,
+    rng: random.Random,
+    *,
+    tries: int = MAX_REDRAWS,
+    what: str = "draw",
+) -> dict:
+    """`draw(rng)`, drawn again until `accept` takes its values; at most `tries` draws.
+
+    A condition that raises `ValueError` (a model refusing the values: a slice that cannot hold
+    them, say) refuses the draw. Each try calls `draw` once, so a seed gives the same values
+    whether a condition is checked here or inside the draw.
+
+    Raises:
+        ValueError: no draw in `tries` was accepted; the message names `what` and the last refusal.
+    """
+    refusals: list[str] = []
+    return _first(draw, lambda values: _holds(accept, values, refusals), rng, tries=tries, what=what, why=refusals)
+
+
+def _holds(accept: Callable[[dict], bool] | None, values: dict, refusals: list[str]) -> bool:
+    """`accept(values)`; False where it raises `ValueError`, whose message joins `refusals`."""
+    try:
+        return accept is None or bool(accept(values))
+    except ValueError as err:
+        refusals.append(str(err))
+        return False
+
+
+def _first(
+    draw: Callable, condition: Callable[[dict], bool], rng: random.Random, *, tries: int, what: str, why: list[str]
+) -> dict:
+    for _ in range(tries):
+        values = draw(rng)
+        if condition(values):
+            return values
+    last = f" (the last refusal: {why[-1]})" if why else ""
+    raise ValueError(f"{what}: no draw in {tries} met its condition{last}; allowed: a draw whose values it accepts")
 
 
 def scaled(args: tuple, factor: int) -> tuple:
@@ -99,6 +142,9 @@ class Key:
             (name -> int, float or str); `expected` takes them as keywords, and the templates of
             the source notebook print them (`exercises/variants.py`).
         draw: (random.Random) -> {param: value}: a class's own numbers for this question.
+        accept: {param: value} -> bool: the condition a class's numbers must meet (a clear answer, a
+            model that fits its chip); `drawn` draws again until it holds, and a `ValueError` it
+            raises refuses the values too. The draw itself stays a plain choice of numbers.
         also: value questions: other models the text itself uses, each (**params) -> {name: number};
             an answer that matches one of them in every name is right too (the statement says so).
     """
@@ -113,6 +159,7 @@ class Key:
     check: JaxCheck | None = None
     params: dict[str, int | float | str] = field(default_factory=dict)
     draw: Callable[[random.Random], dict] | None = None
+    accept: Callable[[dict], bool] | None = None
     also: tuple[Callable[..., dict], ...] = ()
 
     def __post_init__(self) -> None:
@@ -127,6 +174,8 @@ class Key:
             raise ValueError(f"choices={self.choices!r}: a choice needs two or more; allowed: a tuple of str")
         if bool(self.params) != (self.draw is not None):
             raise ValueError(f"params={self.params!r}, draw={self.draw!r}: give both or neither")
+        if self.accept is not None and self.draw is None:
+            raise ValueError(f"accept={self.accept!r}: a condition on drawn values needs a draw; allowed: None")
         if self.also and self.kind != "value":
             raise ValueError(f"also={self.also!r}: only value questions take other models; allowed: ()")
         if self.params and self.kind not in ("value", "choice"):
@@ -134,6 +183,25 @@ class Key:
         for name, value in self.params.items():
             if type(value) not in (int, float, str):
                 raise ValueError(f"params[{name!r}]={value!r}: allowed: an int, float or str")
+
+    def drawn(self, rng: random.Random, *, differs: Callable[[dict], bool] | None = None) -> dict:
+        """A class's values: `params` updated by `draw(rng)`, drawn again until `accept` holds.
+
+        `differs`, when given, must hold too (`exercises/variants.py` asks that every answer move
+        from the text's); an error it raises is raised. At most `MAX_REDRAWS` draws; then a
+        `ValueError` names the question.
+        """
+        draw, refusals = self.draw, []
+        if draw is None:
+            raise ValueError(f"draw=None: {self.names} has no numbers to draw; allowed: a key with params")
+        return _first(
+            lambda r: {**self.params, **draw(r)},
+            lambda values: _holds(self.accept, values, refusals) and (differs is None or differs(values)),
+            rng,
+            tries=MAX_REDRAWS,
+            what=f"the draw of {', '.join(self.names)}",
+            why=refusals,
+        )
 
     def answer(self, values: dict | None = None):
         """The expected answer of a value or choice question, for `values` (the text's by default)."""

@@ -21,8 +21,8 @@ V5E_INT8_OPS_PER_S = V5E.int8_ops_per_s
 V5E_BF16_FLOPS_PER_S = V5E.bf16_flops_per_s
 
 # What a class's variant may draw: chips with the rates a question needs.
-GPUS = ("a100", "h100", "h200", "b200")
-TPUS = ("tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-7x")
+GPUS = hardware.chip_names(family="gpu")
+TPUS = hardware.chip_names(family="tpu", since="tpu-v4")
 TPUS_WITH_INT8 = tuple(t for t in TPUS if hardware.get_chip(t).int8_ops_per_s != hardware.get_chip(t).bf16_flops_per_s)
 
 

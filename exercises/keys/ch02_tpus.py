@@ -6,7 +6,7 @@ import dataclasses
 import random
 
 from book_lib import collectives, hardware, roofline, systolic, topology
-from exercises.keys import JaxCheck, Key
+from exercises.keys import JaxCheck, Key, redraw
 
 V4 = hardware.get_chip("tpu-v4")
 V5E = hardware.get_chip("tpu-v5e")
@@ -30,9 +30,9 @@ HOP_LATENCY_S = collectives.HOP_LATENCY_S  # problem 2.5: 1 us per hop
 W_SHAPE = (16384, 4096)  # problem 2.4: int8[F, D] weights times int8[B, D] activations
 
 # What a class's variant may draw: chips with the figures a question needs.
-TPUS = ("tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-7x")
-TPUS_2D = ("tpu-v2", "tpu-v3", "tpu-v5e", "tpu-v6e")  # 2D tori: square pods, wraparound at the pod's side
-TPUS_3D = ("tpu-v4", "tpu-v5p", "tpu-7x")  # 3D tori built of 4x4x4 cubes
+TPUS = hardware.chip_names(family="tpu", since="tpu-v4")
+TPUS_2D = hardware.chip_names(ici_topology="2d-torus")  # 2D tori: square pods, wraparound at the pod's side
+TPUS_3D = hardware.chip_names(ici_topology="3d-torus")  # 3D tori built of 4x4x4 cubes
 TPUS_WITH_INT8 = tuple(t for t in TPUS if hardware.get_chip(t).int8_ops_per_s != hardware.get_chip(t).bf16_flops_per_s)
 SHAPES_3D = ("2x2x4", "2x4x4", "4x4x4", "2x2x8", "4x8x8", "8x8x8", "4x4x16", "2x4x8", "8x8x16", "4x8x16")
 MATMUL_SHAPES = ((2048, 8192), (4096, 14336), (4096, 16384), (8192, 28672), (8192, 32768), (16384, 53248))
@@ -132,11 +132,13 @@ def _dcn_send(tpu: str, send_gib: int) -> dict[str, float]:
 
 
 def _draw_load(r: random.Random) -> dict:
-    """A model, a chip count and a chip whose HBM holds the model's share of bf16 weights, and not much more."""
-    while True:
-        tpu, params_b, n_chips = r.choice(TPUS), r.choice((30, 70, 120, 175, 405)), r.choice((8, 16, 64, 128, 256))
-        if _chip(tpu).hbm_bytes / 8 <= 2 * params_b * 1e9 / n_chips <= _chip(tpu).hbm_bytes:
-            return {"tpu": tpu, "params_b": params_b, "n_chips": n_chips}
+    tpu, params_b, n_chips = r.choice(TPUS), r.choice((30, 70, 120, 175, 405)), r.choice((8, 16, 64, 128, 256))
+    return {"tpu": tpu, "params_b": params_b, "n_chips": n_chips}
+
+
+def _fits_load(v: dict) -> bool:
+    """The chip's HBM holds the model's share of bf16 weights, and not much more."""
+    return _chip(v["tpu"]).hbm_bytes / 8 <= 2 * v["params_b"] * 1e9 / v["n_chips"] <= _chip(v["tpu"]).hbm_bytes
 
 
 def _pod(tpu: str, prefix: str) -> dict[str, float]:
@@ -185,19 +187,21 @@ def _transfer(tpu: str, shape: str, batch: int, seq: int, d_model: int) -> dict[
 
 def _draw_transfer(r: random.Random) -> dict:
     """A 2D-torus chip, a slice with no wraparound (both axes shorter than the pod's), a bf16 array."""
-    while True:
-        tpu = r.choice(TPUS_2D)
-        sizes = [2**k for k in range(1, 6) if 2**k < _side(tpu)]
-        values = {
-            "tpu": tpu,
-            "shape": f"{r.choice(sizes)}x{r.choice(sizes)}",
-            "batch": r.choice((4, 8, 16, 32)),
-            "seq": r.choice((128, 256, 512, 1024)),
-            "d_model": r.choice((4096, 8192, 16384)),
-        }
-        times = _transfer(**values)
-        if 3 * times["first_byte_s"] < times["transfer_s"]:  # the sanity check: latency well below bandwidth time
-            return values
+    tpu = r.choice(TPUS_2D)
+    sizes = [2**k for k in range(1, 6) if 2**k < _side(tpu)]
+    return {
+        "tpu": tpu,
+        "shape": f"{r.choice(sizes)}x{r.choice(sizes)}",
+        "batch": r.choice((4, 8, 16, 32)),
+        "seq": r.choice((128, 256, 512, 1024)),
+        "d_model": r.choice((4096, 8192, 16384)),
+    }
+
+
+def _latency_well_below_bandwidth(v: dict) -> bool:
+    """The sanity check's claim: the first byte arrives well before the transfer ends."""
+    times = _transfer(**v)
+    return 3 * times["first_byte_s"] < times["transfer_s"]
 
 
 def _two_hosts(tpu: str) -> topology.Slice:
@@ -241,22 +245,22 @@ def _route(tpu: str, side_k: int) -> str:
 
 
 def _allgather_s(tpu: str, side_k: int) -> float:
-    grid = _two_hosts(tpu)
-    return collectives.collective_time(
-        "all_gather", (side_k * 1024) ** 2, grid.shape, tpu, wraparound=grid.wraparound
-    ).bandwidth_s
+    shape = _two_hosts(tpu).shape  # its rings: the physical default, topology.ring_flags
+    return collectives.collective_time("all_gather", (side_k * 1024) ** 2, shape, tpu).bandwidth_s
 
 
 def _draw_matrix(r: random.Random) -> dict:
-    """A 2D-torus chip and a square int8 matrix (side in units of 1024) that fits its HBM."""
-    while True:
-        tpu, side_k = r.choice(TPUS_2D), r.choice((64, 96, 112, 128, 160, 176))
-        if (side_k * 1024) ** 2 <= _chip(tpu).hbm_bytes:
-            return {"tpu": tpu, "side_k": side_k}
+    """A 2D-torus chip and a square int8 matrix (side in units of 1024)."""
+    return {"tpu": r.choice(TPUS_2D), "side_k": r.choice((64, 96, 112, 128, 160, 176))}
+
+
+def _fits_matrix(v: dict) -> bool:
+    """The int8 matrix fits the chip's HBM."""
+    return (v["side_k"] * 1024) ** 2 <= _chip(v["tpu"]).hbm_bytes
 
 
 def _draw_pipeline(r: random.Random) -> dict:
-    return {**_draw_matrix(r), "batch": r.choice((4, 8, 16, 32, 64))}
+    return {**redraw(_draw_matrix, _fits_matrix, r), "batch": r.choice((4, 8, 16, 32, 64))}
 
 
 def _ring_hops(tpu: str, line_len: int, src: int) -> dict[str, float]:
@@ -316,6 +320,7 @@ KEYS = {
         },
         params={"tpu": "tpu-v4", "params_b": 200, "n_chips": 32},
         draw=_draw_load,
+        accept=_fits_load,
     ),
     # Two pods per class, never the same chip twice (a 2D torus's twin with as many hosts, a v6e for
     # the v5e say, would not move every number).
@@ -392,6 +397,7 @@ KEYS = {
         expected=_transfer,
         params={"tpu": "tpu-v5e", "shape": "4x4", "batch": 8, "seq": 128, "d_model": 8192},
         draw=_draw_transfer,
+        accept=_latency_well_below_bandwidth,
     ),
     "ch02_q6a_pipeline": Key(
         names=tuple(_pipeline("tpu-v5e", 128, 8)),
@@ -414,6 +420,7 @@ KEYS = {
         expected=_route,
         params={"tpu": "tpu-v5e", "side_k": 128},
         draw=_draw_matrix,
+        accept=_fits_matrix,
     ),
     "ch02_q6d_dcn_route": Key(
         names=("dcn_route_s",),
@@ -421,6 +428,7 @@ KEYS = {
         expected=lambda tpu, side_k: {"dcn_route_s": _dcn_route_s(tpu, side_k)},
         params={"tpu": "tpu-v5e", "side_k": 128},
         draw=_draw_matrix,
+        accept=_fits_matrix,
     ),
     "ch02_q6e_allgather": Key(
         names=("allgather_s",),
@@ -428,6 +436,7 @@ KEYS = {
         expected=lambda tpu, side_k: {"allgather_s": _allgather_s(tpu, side_k)},
         params={"tpu": "tpu-v5e", "side_k": 128},
         draw=_draw_matrix,
+        accept=_fits_matrix,
     ),
     "ch02_q7a_send_to_last": Key(
         names=("send_to_last",),

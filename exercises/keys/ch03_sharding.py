@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from book_lib import collectives, hardware, roofline, sharding, topology
+from book_lib import checks, collectives, hardware, notation, roofline, sharding, topology
 from exercises.keys import JaxCheck, Key
 
 V5P = hardware.get_chip("tpu-v5p")
@@ -19,9 +19,9 @@ GIVENS = [
 HOP_S = collectives.HOP_LATENCY_S  # 1 us per ICI hop, stated in the header
 
 # What a class's variant may draw.
-TPUS = ("tpu-v2", "tpu-v3", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-7x")
-TPUS_2D = ("tpu-v2", "tpu-v3", "tpu-v5e", "tpu-v6e")  # 2D tori: an axis wraps only at the pod's side
-TPUS_3D = ("tpu-v4", "tpu-v5p", "tpu-7x")  # 3D tori: every axis wraps when every side is a multiple of 4
+TPUS = hardware.chip_names(family="tpu")
+TPUS_2D = hardware.chip_names(ici_topology="2d-torus")  # 2D tori: an axis wraps only at the pod's side
+TPUS_3D = hardware.chip_names(ici_topology="3d-torus")  # 3D tori: every axis wraps when every side is a multiple of 4
 # 3D slices (X, Y, Z): whole 4x4x4 cubes (every axis a ring) and smaller ones (every axis a line).
 SHAPES_3D = (
     (4, 4, 4),
@@ -45,7 +45,7 @@ RINGS = {
     "tpu-v5e": (16,),
     "tpu-v6e": (16,),
 }
-DTYPE_BYTES = {"int8": 1, "bf16": 2, "f32": 4}
+POP_QUIZ_DTYPES = ("int8", "bf16", "f32")  # their bytes: checks.dtype_bytes
 
 
 def _chip(name: str) -> hardware.Chip:
@@ -67,16 +67,16 @@ def _draw_3d_mesh(r: random.Random) -> dict:
 
 
 def _pop_quiz_bytes(dtype: str, i: int, j: int, x: int, y: int, z: int) -> dict[str, float]:
-    a, sizes, mesh = sharding.parse("A[I_XY, J]"), {"I": i, "J": j}, {"X": x, "Y": y, "Z": z}
+    a, sizes, mesh = notation.parse("A[I_XY, J]"), {"I": i, "J": j}, {"X": x, "Y": y, "Z": z}
     return {
-        "bytes_per_device": a.local_bytes(sizes, mesh, bytes_per_element=DTYPE_BYTES[dtype]),
-        "bytes_all_devices": a.total_bytes(sizes, mesh, bytes_per_element=DTYPE_BYTES[dtype]),
+        "bytes_per_device": a.local_bytes(sizes, mesh, bytes_per_element=checks.dtype_bytes(dtype)),
+        "bytes_all_devices": a.total_bytes(sizes, mesh, bytes_per_element=checks.dtype_bytes(dtype)),
     }
 
 
 def _draw_pop_quiz_bytes(r: random.Random) -> dict:
     return {
-        "dtype": r.choice(tuple(DTYPE_BYTES)),
+        "dtype": r.choice(POP_QUIZ_DTYPES),
         "i": r.choice((128, 256, 512, 1024)),
         "j": r.choice((1024, 4096, 8192)),
         "x": r.choice((2, 4, 8)),
@@ -87,21 +87,18 @@ def _draw_pop_quiz_bytes(r: random.Random) -> dict:
 
 def _gather_y(tpu: str, x: int, y: int, e: int, f: int) -> collectives.CollectiveTime:
     """AllGather_Y [E_Y, F] -> [E, F] (bf16) on a slice x by y; an axis wraps only at the pod's side."""
-    grid = topology.Slice.of(tpu, (x, y))
-    return collectives.collective_time("all_gather", 2 * e * f, y, tpu, wraparound=grid.wraparound[1])
+    y_ring = topology.ring_flags(tpu, (x, y))[1]
+    return collectives.collective_time("all_gather", 2 * e * f, y, tpu, wraparound=y_ring)
 
 
 def _draw_gather_big(r: random.Random) -> dict:
+    return {**_draw_2d_mesh(r), "e": r.choice((1024, 2048, 4096, 8192)), "f": r.choice((2048, 4096, 8192, 16384))}
+
+
+def _bandwidth_bound(v: dict) -> bool:
     """A bandwidth-bound AllGather: the bandwidth time at least 3 times the latency."""
-    while True:
-        values = {
-            **_draw_2d_mesh(r),
-            "e": r.choice((1024, 2048, 4096, 8192)),
-            "f": r.choice((2048, 4096, 8192, 16384)),
-        }
-        gather = _gather_y(**values)
-        if gather.bandwidth_s >= 3 * gather.latency_s:
-            return values
+    gather = _gather_y(**v)
+    return gather.bandwidth_s >= 3 * gather.latency_s
 
 
 def _draw_gather_small(r: random.Random) -> dict:
@@ -109,25 +106,26 @@ def _draw_gather_small(r: random.Random) -> dict:
 
 
 def _draw_gather_bound(r: random.Random) -> dict:
-    """Sizes on both sides of the latency-bandwidth crossover, not too near it (a clear answer)."""
-    while True:
-        values = {**_draw_2d_mesh(r), "e": r.choice((64, 128, 256, 512)), "f": r.choice((128, 256, 512, 1024, 2048))}
-        gather = _gather_y(**values)
-        if not 0.8 < gather.bandwidth_s / gather.latency_s < 1.25:
-            return values
+    """Sizes on both sides of the latency-bandwidth crossover."""
+    return {**_draw_2d_mesh(r), "e": r.choice((64, 128, 256, 512)), "f": r.choice((128, 256, 512, 1024, 2048))}
+
+
+def _clear_of_crossover(gather: collectives.CollectiveTime) -> bool:
+    """Not too near the latency-bandwidth crossover (a clear answer)."""
+    return not 0.8 < gather.bandwidth_s / gather.latency_s < 1.25
 
 
 def _replication(x: int, y: int, z: int, axis: str) -> dict[str, float]:
     sizes, mesh = {"I": 1024, "J": 8, "K": 8}, {"X": x, "Y": y, "Z": z}
-    total = sharding.parse(f"A[I_{axis}, J, K]").total_bytes(sizes, mesh)
-    return {"total_over_one_copy": total / sharding.parse("A[I, J, K]").global_bytes(sizes)}
+    total = notation.parse(f"A[I_{axis}, J, K]").total_bytes(sizes, mesh)
+    return {"total_over_one_copy": total / notation.parse("A[I, J, K]").global_bytes(sizes)}
 
 
 # --- problems 3.2 and 3.3: a 3D slice; whole cubes wrap every axis ------------------------------------------
 
 
 def _problem_3_2(tpu: str, x: int, y: int, z: int, b: int, d: int) -> dict[str, float]:
-    wraps = topology.Slice.of(tpu, (x, y, z)).wraparound
+    wraps = topology.ring_flags(tpu, (x, y, z))
     gather_x = collectives.all_gather_time(2 * b * d / y, x, tpu, wraparound=wraps[0])  # [B_X, D_Y] keeps D / |Y|
     gather_xy = collectives.all_gather_time_multi(2 * b * d, (x, y), tpu, wraparound=wraps[:2])
     reduce_z = collectives.all_reduce_time(2 * b * d / (x * y), z, tpu, wraparound=wraps[2])
@@ -136,7 +134,7 @@ def _problem_3_2(tpu: str, x: int, y: int, z: int, b: int, d: int) -> dict[str, 
 
 def _problem_3_2_text(tpu: str, x: int, y: int, z: int, b: int, d: int) -> dict[str, float]:
     """The text's model of problem 3.2: each collective's rule of thumb (no (N - 1) / N)."""
-    wraps = topology.Slice.of(tpu, (x, y, z)).wraparound
+    wraps = topology.ring_flags(tpu, (x, y, z))
     gather_x = collectives.collective_time("all_gather", 2 * b * d / y, x, tpu, wraparound=wraps[0])
     gather_xy = collectives.collective_time("all_gather", 2 * b * d, (x, y), tpu, wraparound=wraps[:2])
     reduce_z = collectives.collective_time("all_reduce", 2 * b * d / (x * y), z, tpu, wraparound=wraps[2])
@@ -152,7 +150,7 @@ def _draw_3_2(r: random.Random) -> dict:
 
 
 def _problem_3_3(tpu: str, x: int, y: int, z: int, b: int) -> collectives.CollectiveTime:
-    wraps = topology.Slice.of(tpu, (x, y, z)).wraparound
+    wraps = topology.ring_flags(tpu, (x, y, z))
     return collectives.collective_time("all_gather", 2 * b, x, tpu, wraparound=wraps[0])
 
 
@@ -162,11 +160,7 @@ def _draw_3_3_tiny(r: random.Random) -> dict:
 
 
 def _draw_3_3_bound(r: random.Random) -> dict:
-    while True:
-        values = {**_draw_3d_mesh(r), "b": r.choice((128, 1024, 2**14, 2**17, 2**19, 2**21))}
-        gather = _problem_3_3(**values)
-        if not 0.8 < gather.bandwidth_s / gather.latency_s < 1.25:
-            return values
+    return {**_draw_3d_mesh(r), "b": r.choice((128, 1024, 2**14, 2**17, 2**19, 2**21))}
 
 
 # --- problem 3.4: two strategies for X[B, D] . W[D_X, F] on a ring -----------------------------------------
@@ -230,19 +224,20 @@ def _better_strategy(tpu: str, x: int, b: int, d: int, f: int) -> str:
 
 
 def _draw_better_strategy(r: random.Random) -> dict:
-    """A ring, a batch and shapes whose two strategies differ by more than 10 % (a clear answer)."""
-    while True:
-        values = {
-            **_draw_ring(r),
-            "b": r.choice((64, 128, 512, 2048, 8192)),
-            "d": r.choice((4096, 8192, 16384)),
-            "f": r.choice((16384, 32768, 65536)),
-        }
-        gather, reduce = _strategies(values["b"], values["d"], values["f"], values["x"], values["tpu"])
-        t1 = max(gather.matmul.t_math, gather.comms_s)
-        t2 = max(reduce.matmul.t_math, reduce.comms_s)
-        if max(t1, t2) > 1.1 * min(t1, t2):
-            return values
+    return {
+        **_draw_ring(r),
+        "b": r.choice((64, 128, 512, 2048, 8192)),
+        "d": r.choice((4096, 8192, 16384)),
+        "f": r.choice((16384, 32768, 65536)),
+    }
+
+
+def _strategies_differ(v: dict) -> bool:
+    """The two strategies' times differ by more than 10 % (a clear answer)."""
+    gather, reduce = _strategies(v["b"], v["d"], v["f"], v["x"], v["tpu"])
+    t1 = max(gather.matmul.t_math, gather.comms_s)
+    t2 = max(reduce.matmul.t_math, reduce.comms_s)
+    return max(t1, t2) > 1.1 * min(t1, t2)
 
 
 # --- problem 3.5: lowest latency on a 3D slice ------------------------------------------------------------
@@ -256,10 +251,9 @@ SPLITS35 = {
 
 def _plan_35(dim: str, tpu: str, x: int, y: int, z: int, b: int, d: int, f: int) -> sharding.MatmulPlan:
     lhs, rhs = SPLITS35[dim]
-    mesh = {"X": x, "Y": y, "Z": z}
-    wraps = dict(zip(mesh, topology.Slice.of(tpu, (x, y, z)).wraparound, strict=True))
+    mesh = {"X": x, "Y": y, "Z": z}  # its rings: the physical default, topology.ring_flags
     sizes = {"B": b, "D": d, "F": f}
-    return sharding.matmul_plan(lhs, rhs, contracting="D", sizes=sizes, mesh=mesh, chip=tpu, wraparound=wraps)
+    return sharding.matmul_plan(lhs, rhs, contracting="D", sizes=sizes, mesh=mesh, chip=tpu)
 
 
 def _fastest_35(**values) -> str:
@@ -267,20 +261,21 @@ def _fastest_35(**values) -> str:
 
 
 def _draw_3_5(r: random.Random) -> dict:
+    return {
+        **_draw_3d_mesh(r),
+        "b": r.choice((128, 256, 512, 2048, 8192, 65536)),
+        "d": r.choice((4096, 8192, 16384)),
+        "f": r.choice((8192, 16384, 32768, 65536)),
+    }
+
+
+def _one_split_fastest(v: dict) -> bool:
     """Sizes every split divides, with one split at least 10 % faster than the others (a clear answer)."""
-    while True:
-        values = {
-            **_draw_3d_mesh(r),
-            "b": r.choice((128, 256, 512, 2048, 8192, 65536)),
-            "d": r.choice((4096, 8192, 16384)),
-            "f": r.choice((8192, 16384, 32768, 65536)),
-        }
-        n = values["x"] * values["y"] * values["z"]
-        if any(values[s] % n for s in ("b", "d", "f")):
-            continue
-        first, second = sorted(_plan_35(dim, **values).time_lower_s for dim in SPLITS35)[:2]
-        if second > 1.1 * first:
-            return values
+    n = v["x"] * v["y"] * v["z"]
+    if any(v[s] % n for s in ("b", "d", "f")):
+        return False
+    first, second = sorted(_plan_35(dim, **v).time_lower_s for dim in SPLITS35)[:2]
+    return second > 1.1 * first
 
 
 # --- problem 3.6: three shardings on a 2D slice without wraparound -----------------------------------------
@@ -294,10 +289,9 @@ PARTS36 = {
 
 def _plan_36(part: str, tpu: str, x: int, y: int, i: int, j: int, k: int) -> sharding.MatmulPlan:
     lhs, rhs = PARTS36[part]
-    mesh = {"X": x, "Y": y}
-    wraps = dict(zip(mesh, topology.Slice.of(tpu, (x, y)).wraparound, strict=True))
+    mesh = {"X": x, "Y": y}  # its rings: the physical default, topology.ring_flags
     sizes = {"I": i, "J": j, "K": k}
-    return sharding.matmul_plan(lhs, rhs, contracting="J", sizes=sizes, mesh=mesh, chip=tpu, wraparound=wraps)
+    return sharding.matmul_plan(lhs, rhs, contracting="J", sizes=sizes, mesh=mesh, chip=tpu)
 
 
 def _collective_36(part: str, **values) -> str:
@@ -325,10 +319,9 @@ def _draw_3_6(r: random.Random) -> dict:
 
 def _mlp_plans(dim: str, tpu: str, x: int, y: int, b: int, d: int, f: int):
     """x[B, D] . Win[D, F] -> h, then h . Wout[F, D], both weights split over X and Y along `dim`."""
-    mesh = {"X": x, "Y": y}
-    wraps = dict(zip(mesh, topology.Slice.of(tpu, (x, y)).wraparound, strict=True))
+    mesh = {"X": x, "Y": y}  # its rings: the physical default, topology.ring_flags
     sizes = {"B": b, "D": d, "F": f}
-    common = dict(sizes=sizes, mesh=mesh, chip=tpu, wraparound=wraps)
+    common = dict(sizes=sizes, mesh=mesh, chip=tpu)
     if dim == "F":
         up = sharding.matmul_plan("x[B, D]", "Win[D, F_XY]", contracting="D", out_name="h", **common)
         down = sharding.matmul_plan(
@@ -352,7 +345,7 @@ def _mlp_plans(dim: str, tpu: str, x: int, y: int, b: int, d: int, f: int):
 
 def _mlp_weight_bytes(d: int, f: int, x: int, y: int) -> float:
     sizes, mesh = {"D": d, "F": f}, {"X": x, "Y": y}
-    return sharding.parse("Win[D, F_XY]").local_bytes(sizes, mesh) + sharding.parse("Wout[F_XY, D]").local_bytes(
+    return notation.parse("Win[D, F_XY]").local_bytes(sizes, mesh) + notation.parse("Wout[F_XY, D]").local_bytes(
         sizes, mesh
     )
 
@@ -381,17 +374,14 @@ def _mlp_bound(**values) -> str:
 
 
 def _draw_3_7(r: random.Random) -> dict:
-    """A 2D slice of 4 to 16 chips and an MLP (F > D) whose weights per chip fit well within its HBM."""
-    while True:
-        d = r.choice((4096, 6144, 8192, 12288, 16384))
-        values = {
-            **_draw_2d_mesh(r, (2, 4)),
-            "b": r.choice((64, 128, 256, 512)),
-            "d": d,
-            "f": r.choice((2, 3, 4, 8)) * d,
-        }
-        if _mlp_weight_bytes(values["d"], values["f"], values["x"], values["y"]) < _chip(values["tpu"]).hbm_bytes / 4:
-            return values
+    """A 2D slice of 4 to 16 chips and an MLP (F > D)."""
+    d = r.choice((4096, 6144, 8192, 12288, 16384))
+    return {**_draw_2d_mesh(r, (2, 4)), "b": r.choice((64, 128, 256, 512)), "d": d, "f": r.choice((2, 3, 4, 8)) * d}
+
+
+def _mlp_fits(v: dict) -> bool:
+    """The MLP's weights per chip fit well within the chip's HBM (a quarter of it)."""
+    return _mlp_weight_bytes(v["d"], v["f"], v["x"], v["y"]) < _chip(v["tpu"]).hbm_bytes / 4
 
 
 # --- problem 3.9: gather-then-multiply against multiply-then-reduce-scatter --------------------------------
@@ -473,6 +463,7 @@ KEYS = {
         expected=lambda **v: {"gather_big_s": _gather_y(**v).total_s},
         params=P0B,
         draw=_draw_gather_big,
+        accept=_bandwidth_bound,
     ),
     "ch03_q0c_gather_small": Key(
         names=("gather_small_s",),
@@ -488,6 +479,7 @@ KEYS = {
         expected=lambda **v: _gather_y(**v).bound,
         params=P0C,
         draw=_draw_gather_bound,
+        accept=lambda v: _clear_of_crossover(_gather_y(**v)),
     ),
     "ch03_q0e_latency_bytes": Key(
         names=("latency_bound_below_bytes",),
@@ -563,6 +555,7 @@ KEYS = {
         expected=lambda **v: _problem_3_3(**v).bound,
         params=P33,
         draw=_draw_3_3_bound,
+        accept=lambda v: _clear_of_crossover(_problem_3_3(**v)),
     ),
     "ch03_q4a_strategy_times": Key(
         names=("strategy_times_s",),
@@ -598,6 +591,7 @@ KEYS = {
         expected=_better_strategy,
         params={"tpu": "tpu-v5p", "x": 16, "b": 128, "d": 8192, "f": 32768},
         draw=_draw_better_strategy,
+        accept=_strategies_differ,
     ),
     "ch03_q5a_min_latency_dim": Key(
         names=("min_latency_dim",),
@@ -606,6 +600,7 @@ KEYS = {
         expected=_fastest_35,
         params=P35,
         draw=_draw_3_5,
+        accept=_one_split_fastest,
     ),
     "ch03_q5b_min_latency_s": Key(
         names=("min_latency_s",),
@@ -613,6 +608,7 @@ KEYS = {
         expected=lambda **v: {"min_latency_s": _plan_35(_fastest_35(**v), **v).time_lower_s},
         params=P35,
         draw=_draw_3_5,
+        accept=_one_split_fastest,
     ),
     "ch03_q5c_flops_per_chip": Key(
         names=("flops_per_chip",),
@@ -621,6 +617,7 @@ KEYS = {
         expected=lambda **v: {"flops_per_chip": _plan_35(_fastest_35(**v), **v).matmul.flops},
         params=P35,
         draw=_draw_3_5,
+        accept=_one_split_fastest,
     ),
     "ch03_q5d_contracting_s": Key(
         names=("contracting_split_s",),
@@ -628,6 +625,7 @@ KEYS = {
         expected=lambda **v: {"contracting_split_s": _plan_35("D", **v).time_lower_s},
         params=P35,
         draw=_draw_3_5,
+        accept=_one_split_fastest,
     ),
     "ch03_q6a_main_collective": Key(
         names=("main_collective",),
@@ -673,6 +671,7 @@ KEYS = {
         expected=lambda tpu, x, y, b, d, f: {"weight_bytes_per_chip": _mlp_weight_bytes(d, f, x, y)},
         params=P37,
         draw=_draw_3_7,
+        accept=_mlp_fits,
     ),
     "ch03_q7b_shard_dim": Key(
         names=("weight_split_dim",),
@@ -681,6 +680,7 @@ KEYS = {
         expected=_mlp_best_dim,
         params=P37,
         draw=_draw_3_7,
+        accept=_mlp_fits,
     ),
     "ch03_q7c_mlp_comms": Key(
         names=("mlp_comms_s",),
@@ -688,6 +688,7 @@ KEYS = {
         expected=lambda **v: {"mlp_comms_s": _mlp_times(**v)[0]},
         params=P37,
         draw=_draw_3_7,
+        accept=_mlp_fits,
     ),
     "ch03_q7d_mlp_math": Key(
         names=("mlp_math_s",),
@@ -695,6 +696,7 @@ KEYS = {
         expected=lambda **v: {"mlp_math_s": _mlp_times(**v)[1]},
         params=P37,
         draw=_draw_3_7,
+        accept=_mlp_fits,
     ),
     "ch03_q7e_weight_load": Key(
         names=("weight_load_s",),
@@ -702,6 +704,7 @@ KEYS = {
         expected=lambda **v: {"weight_load_s": _mlp_weight_load_s(**v)},
         params=P37,
         draw=_draw_3_7,
+        accept=_mlp_fits,
     ),
     "ch03_q7f_mlp_bound": Key(
         names=("mlp_bound",),
@@ -710,6 +713,7 @@ KEYS = {
         expected=_mlp_bound,
         params=P37,
         draw=_draw_3_7,
+        accept=_mlp_fits,
     ),
     "ch03_q8_all_to_all": Key(
         names=("rows_to_columns",),

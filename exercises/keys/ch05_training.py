@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import random
 
-from book_lib import hardware, training, transformer
+from book_lib import bounds, hardware, models, training, transformer
+from book_lib.parallelism import Layout
 from exercises.keys import JaxCheck, Key
 
 # The worked problems' model (problems 5.1 to 5.4): LLaMA-2 13B, as book_lib's preset.
-L13 = transformer.get_model("llama-2-13b")
+L13 = models.get_model("llama-2-13b")
 # What a class's variant may draw.
-TORUS_TPUS = ("tpu-v4", "tpu-v5p", "tpu-7x")  # 3D tori: three ICI axes per chip
-TPUS = ("tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-7x")
+TORUS_TPUS = hardware.chip_names(ici_topology="3d-torus")  # 3D tori: three ICI axes per chip
+TPUS = hardware.chip_names(family="tpu", since="tpu-v4")
 MODELS = ("llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b", "llama-3.1-405b", "gemma-2-27b")
 SCHEMES = ("neither", "FSDP only", "FSDP+TP only", "both")
 WHY_NOT = ("yes", "no, memory", "no, communication")
@@ -24,12 +25,12 @@ def _c_checkpoints(model: transformer.TransformerConfig) -> float:
 
 def _dp_max_params(tpu: str) -> dict[str, float]:
     # bf16 weights (2 bytes) and Adam's two fp32 moments (8 bytes), no gradients: the text's 10 bytes
-    per_param = training.zero_memory_per_chip(1, 1, stage=0, bytes_per_grad=0, optimizer_bytes_per_param=8)
+    per_param = training.zero_memory_per_chip(param_count=1, n_data=1, stage=0, grad_dtype=None, master_dtype=None)
     return {"dp_max_params": hardware.get_chip(tpu).hbm_bytes / per_param.total_bytes}
 
 
 def _dp_batches(tpu: str, pod_chips: int) -> dict[str, float]:
-    one, three = (training.compute_bound_batch_per_chip("dp", tpu, n_axes=n) for n in (1, 3))
+    one, three = (bounds.compute_bound_batch_per_chip(tpu, strategy="dp", n_axes=n) for n in (1, 3))
     return {"dp_batch_one_axis": one, "dp_batch_three_axes": three, "dp_pod_batch_tokens": three * pod_chips}
 
 
@@ -38,20 +39,20 @@ def _draw_dp_batches(r: random.Random) -> dict:
 
 
 def _fsdp_chips(tpu: str, batch_m: int) -> dict[str, float]:
-    return {"fsdp_max_chips": batch_m * 1e6 / training.compute_bound_batch_per_chip("fsdp", tpu, n_axes=3)}
+    return {"fsdp_max_chips": batch_m * 1e6 / bounds.compute_bound_batch_per_chip(tpu, strategy="fsdp", n_axes=3)}
 
 
 def _fsdp_days(model: str, p: int, tpu: str, batch_m: int, tokens_t: int, mfu: float) -> dict[str, float]:
-    # p (the preset's parameter count) is printed in the statement; training_days counts it from the model
-    chips = int(batch_m * 1e6 // training.compute_bound_batch_per_chip("fsdp", tpu, n_axes=3))
-    return {"fsdp_training_days": training.training_days(model, tokens_t * 1e12, tpu, chips, mfu=mfu).days}
+    # p (the preset's parameter count) is printed in the statement; training_run counts it from the model
+    chips = int(batch_m * 1e6 // bounds.compute_bound_batch_per_chip(tpu, strategy="fsdp", n_axes=3))
+    return {"fsdp_training_days": training.training_run(model, tpu, chips, tokens=tokens_t * 1e12, mfu=mfu).days}
 
 
 def _draw_fsdp_days(r: random.Random) -> dict:
     model = r.choice(MODELS)
     return {
         "model": model,
-        "p": transformer.get_model(model).param_count(),
+        "p": models.get_model(model).param_count(),
         "tpu": r.choice(TORUS_TPUS),
         "batch_m": r.choice((4, 8, 16, 32)),
         "tokens_t": r.choice((2, 8, 15, 30)),
@@ -60,19 +61,20 @@ def _draw_fsdp_days(r: random.Random) -> dict:
 
 
 def _draw_f(r: random.Random) -> int:
-    return transformer.get_model(r.choice(MODELS)).d_ff
+    return models.get_model(r.choice(MODELS)).d_ff
 
 
 def _zero(p_b: float, n: int) -> dict[str, float]:
     return {
-        f"zero{stage}_bytes": training.zero_memory_per_chip(p_b * 1e9, n, stage=stage).total_bytes for stage in range(4)
+        f"zero{stage}_bytes": training.zero_memory_per_chip(param_count=p_b * 1e9, n_data=n, stage=stage).total_bytes
+        for stage in range(4)
     }
 
 
 def _memory_5_2(model: str, batch_m: int) -> dict[str, float]:
-    cfg = transformer.get_model(model)
+    cfg = models.get_model(model)
     mem = training.memory_per_chip(
-        cfg, {"data": 1}, batch_m * 1e6, strategy="dp", checkpoints_per_layer=_c_checkpoints(cfg)
+        cfg, "tpu-v5p", Layout(), batch_tokens=batch_m * 1e6, checkpoints_per_layer=_c_checkpoints(cfg)
     )
     return {
         "weights_optimizer_bytes": mem.params_bytes + mem.optimizer_bytes,
@@ -80,16 +82,12 @@ def _memory_5_2(model: str, batch_m: int) -> dict[str, float]:
     }
 
 
-def _cube(side: int) -> dict[str, int]:
-    return {"data_x": side, "data_y": side, "data_z": side}
-
-
 def _fsdp_5_3(model: str, batch_m: int, side: int) -> dict[str, float]:
-    cfg = transformer.get_model(model)
+    cfg = models.get_model(model)
     mem = training.memory_per_chip(
-        cfg, _cube(side), batch_m * 1e6, strategy="fsdp", checkpoints_per_layer=_c_checkpoints(cfg)
+        cfg, "tpu-v5p", Layout(fsdp=side**3), batch_tokens=batch_m * 1e6, checkpoints_per_layer=_c_checkpoints(cfg)
     )
-    bound = training.compute_bound_batch_per_chip("fsdp", "tpu-v5p", n_axes=3)
+    bound = bounds.compute_bound_batch_per_chip("tpu-v5p", strategy="fsdp", n_axes=3)
     return {
         "fsdp_bytes_per_chip": mem.params_bytes + mem.optimizer_bytes + mem.activations_bytes,  # no gradients, as 5.2
         "fsdp_min_batch_tokens": bound * side**3,
@@ -97,12 +95,17 @@ def _fsdp_5_3(model: str, batch_m: int, side: int) -> dict[str, float]:
 
 
 def _mixed_5_3(model: str, batch_m: int, side: int) -> dict[str, float]:
-    n, cfg = side**3, transformer.get_model(model)
+    n, cfg = side**3, models.get_model(model)
     return {
-        "mixed_13b_batch_per_chip": training.compute_bound_batch_per_chip("fsdp+tp", "tpu-v5p", d_ff=cfg.d_ff),
-        "mixed_fsdp_degree": training.optimal_fsdp_degree(batch_m * 1e6, cfg.d_ff, n),
-        "step_seconds": training.training_days(cfg, batch_m * 1e6, "tpu-v5p", n, mfu=1.0).seconds,
+        "mixed_13b_batch_per_chip": bounds.compute_bound_batch_per_chip("tpu-v5p", strategy="fsdp+tp", d_ff=cfg.d_ff),
+        "mixed_fsdp_degree": bounds.optimal_fsdp_degree(n, batch_tokens=batch_m * 1e6, d_ff=cfg.d_ff),
+        "step_seconds": _step_flops(cfg, batch_m * 1e6) / (n * hardware.get_chip("tpu-v5p").peak_ops_per_s()),
     }
+
+
+def _step_flops(cfg: transformer.TransformerConfig, batch_tokens: float) -> float:
+    """The text's 6 P B FLOPs of one step of B tokens: a run of B tokens."""
+    return training.training_run(cfg, "tpu-v5p", 1, tokens=batch_tokens, mfu=1.0).flops
 
 
 def _draw_5_3(r: random.Random) -> dict:
@@ -112,8 +115,8 @@ def _draw_5_3(r: random.Random) -> dict:
 def _schemes(batch_m: int, side: int) -> str:
     """Which of pure FSDP and mixed FSDP + TP stay compute-bound on a v5p cube of side^3 chips."""
     per_chip = batch_m * 1e6 / side**3
-    fsdp = per_chip > training.compute_bound_batch_per_chip("fsdp", "tpu-v5p", n_axes=3)
-    mixed = per_chip > training.compute_bound_batch_per_chip("fsdp+tp", "tpu-v5p", d_ff=L13.d_ff)
+    fsdp = per_chip > bounds.compute_bound_batch_per_chip("tpu-v5p", strategy="fsdp", n_axes=3)
+    mixed = per_chip > bounds.compute_bound_batch_per_chip("tpu-v5p", strategy="fsdp+tp", d_ff=L13.d_ff)
     return SCHEMES[fsdp + 2 * mixed]
 
 
@@ -160,7 +163,7 @@ KEYS = {
         expected=_fsdp_days,
         params={
             "model": "llama-3-70b",
-            "p": transformer.get_model("llama-3-70b").param_count(),
+            "p": models.get_model("llama-3-70b").param_count(),
             "tpu": "tpu-v5p",
             "batch_m": 16,
             "tokens_t": 15,
@@ -172,14 +175,14 @@ KEYS = {
         names=("max_tp_degree",),
         kind="value",
         rel_tol=0,
-        expected=lambda tpu, f, n_axes: {"max_tp_degree": training.max_tensor_parallelism(tpu, f, n_axes=n_axes)},
+        expected=lambda tpu, f, n_axes: {"max_tp_degree": bounds.max_tensor_parallelism(tpu, d_ff=f, n_axes=n_axes)},
         params={"tpu": "tpu-v5p", "f": 28672, "n_axes": 1},
         draw=lambda r: {"tpu": r.choice(TORUS_TPUS), "f": _draw_f(r), "n_axes": r.choice((1, 2, 3))},
     ),
     "ch05_q0f_optimal_fsdp": Key(
         names=("x_opt",),
         kind="value",
-        expected=lambda b, f, n: {"x_opt": training.optimal_fsdp_degree(b, f, n)},
+        expected=lambda b, f, n: {"x_opt": bounds.optimal_fsdp_degree(n, batch_tokens=b, d_ff=f)},
         params={"b": 48000, "f": 32768, "n": 64},
         draw=lambda r: {"b": r.choice((16000, 32000, 100000, 250000)), "f": _draw_f(r), "n": r.choice((64, 256, 512))},
     ),
@@ -187,8 +190,8 @@ KEYS = {
         names=("mixed_batch_per_chip", "mixed_batch_slice_tokens"),
         kind="value",
         expected=lambda tpu, f, n: {
-            "mixed_batch_per_chip": training.compute_bound_batch_per_chip("fsdp+tp", tpu, d_ff=f),
-            "mixed_batch_slice_tokens": training.compute_bound_batch_per_chip("fsdp+tp", tpu, d_ff=f) * n,
+            "mixed_batch_per_chip": bounds.compute_bound_batch_per_chip(tpu, strategy="fsdp+tp", d_ff=f),
+            "mixed_batch_slice_tokens": bounds.compute_bound_batch_per_chip(tpu, strategy="fsdp+tp", d_ff=f) * n,
         },
         params={"tpu": "tpu-v5p", "f": 32768, "n": 4096},
         draw=lambda r: {"tpu": r.choice(TORUS_TPUS), "f": _draw_f(r), "n": r.choice((512, 1024, 2048, 8192))},
@@ -197,7 +200,9 @@ KEYS = {
         names=("dcn_batch_per_pod",),
         kind="value",
         rel_tol=0.04,
-        expected=lambda tpu, pod_chips: {"dcn_batch_per_pod": training.dcn_compute_bound_batch(tpu, pod_chips)},
+        expected=lambda tpu, pod_chips: {
+            "dcn_batch_per_pod": bounds.dcn_compute_bound_batch(tpu, chips_per_pod=pod_chips)
+        },
         params={"tpu": "tpu-v5p", "pod_chips": 8960},
         draw=lambda r: {"tpu": r.choice(TPUS), "pod_chips": r.choice((256, 1024, 4096, 9216))},
     ),
@@ -212,7 +217,9 @@ KEYS = {
     "ch05_q0j_bubble": Key(
         names=("bubble_fraction",),
         kind="function",
-        reference=training.pipeline_bubble_fraction,
+        reference=lambda stages, microbatches: bounds.pipeline_bubble_fraction(
+            stages=stages, microbatches=microbatches
+        ),
         cases=((4, 16), (8, 8), (2, 1), (16, 64)),
     ),
     "ch05_q1_params": Key(

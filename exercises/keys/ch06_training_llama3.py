@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 import random
 
-from book_lib import hardware, training, transformer
+from book_lib import bounds, hardware, models, training, transformer
+from book_lib.parallelism import Layout
 from exercises.keys import JaxCheck, Key
 
 # Dense models with a gated MLP, untied embeddings and two norms per layer, as a statement names them,
@@ -20,8 +21,8 @@ MODELS = {
     "Mistral 7B": "mistral-7b",
 }
 # Chips whose pods are 3-D tori (the text's FSDP floor uses three axes), and any TPU for memory.
-POD_TPUS = ("tpu-v4", "tpu-v5p", "tpu-7x")
-TPUS = ("tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-7x")
+POD_TPUS = hardware.chip_names(ici_topology="3d-torus")
+TPUS = hardware.chip_names(family="tpu", since="tpu-v4")
 V5P = hardware.get_chip("tpu-v5p")
 SEQ_LEN, SEQUENCES = 4096, 1024  # the text's 4M-token batch: 1024 sequences of 4096 tokens
 
@@ -34,7 +35,7 @@ def _model(layers: int, d: int, f: int, n: int, k: int, h: int, v: int) -> trans
 
 
 def _fields(preset: str) -> dict[str, int]:
-    m = transformer.get_model(preset)
+    m = models.get_model(preset)
     return {
         "layers": m.n_layers,
         "d": m.d_model,
@@ -47,24 +48,20 @@ def _fields(preset: str) -> dict[str, int]:
 
 
 for _preset in MODELS.values():
-    assert _model(**_fields(_preset)).param_count() == transformer.get_model(_preset).param_count(), _preset
+    assert _model(**_fields(_preset)).param_count() == models.get_model(_preset).param_count(), _preset
 
 
 def _named(model: str, **_) -> transformer.TransformerConfig:
-    return transformer.get_model(MODELS[model])
+    return models.get_model(MODELS[model])
 
 
 def _n_params(model: str) -> int:
-    return transformer.get_model(MODELS[model]).param_count()
+    return models.get_model(MODELS[model]).param_count()
 
 
 def _alpha(tpu: str) -> float:
     """C / W: the bf16 peak over one ICI axis' bandwidth (tokens per chip that pure DP needs)."""
-    return training.compute_bound_batch_per_chip("dp", tpu)
-
-
-def _pod_mesh(tpu: str) -> dict[str, int]:
-    return dict(zip(("data_x", "data_y", "data_z"), hardware.get_chip(tpu).pod_shape, strict=True))
+    return bounds.compute_bound_batch_per_chip(tpu, strategy="dp")
 
 
 # ---- Q1, Q9: parameters and FLOPs from a configuration -------------------------------------------
@@ -72,8 +69,8 @@ def _pod_mesh(tpu: str) -> dict[str, int]:
 
 def _count(tokens_t: float, **fields) -> dict[str, float]:
     model = _model(**fields)
-    run = training.training_days(model, tokens_t * 1e12, V5P, 1, mfu=1.0)  # FLOPs do not depend on the chip
-    return {"params": model.param_count(), "flops_per_token": run.flops_per_token, "total_flops": run.total_flops}
+    run = training.training_run(model, V5P, 1, tokens=tokens_t * 1e12, mfu=1.0)  # FLOPs do not depend on the chip
+    return {"params": model.param_count(), "flops_per_token": run.flops_per_token, "total_flops": run.flops}
 
 
 def _count_q9(**values) -> dict[str, float]:
@@ -89,8 +86,8 @@ def _draw_count(r: random.Random) -> dict:
 
 def _days(model: str, n_params: int, tokens_t: float, tpu: str, mfu: float) -> dict[str, float]:
     chip = hardware.get_chip(tpu)
-    pod = training.training_days(_named(model), tokens_t * 1e12, chip, chip.chips_per_pod, mfu=mfu)
-    one = training.training_days(_named(model), tokens_t * 1e12, chip, 1, mfu=1.0)
+    pod = training.training_run(_named(model), chip, chip.chips_per_pod, tokens=tokens_t * 1e12, mfu=mfu)
+    one = training.training_run(_named(model), chip, 1, tokens=tokens_t * 1e12, mfu=1.0)
     return {"days_on_pod": pod.days, "years_on_one_chip": one.days / 365.25}
 
 
@@ -110,21 +107,18 @@ def _draw_days(r: random.Random) -> dict:
 
 def _needed_mfu(model: str, n_params: int, tokens_t: float, tpu: str, pods: int, days: float) -> dict[str, float]:
     chip = hardware.get_chip(tpu)
-    at_peak = training.training_days(_named(model), tokens_t * 1e12, chip, pods * chip.chips_per_pod, mfu=1.0)
+    at_peak = training.training_run(_named(model), chip, pods * chip.chips_per_pod, tokens=tokens_t * 1e12, mfu=1.0)
     return {"needed_mfu": at_peak.days / days}  # days scale as 1 / MFU
 
 
 def _draw_needed_mfu(r: random.Random) -> dict:
-    while True:
-        values = {
-            **_model_choice(r),
-            "tokens_t": r.choice((2.0, 4.0, 9.0, 15.0, 18.0)),
-            "tpu": r.choice(POD_TPUS),
-            "pods": r.choice((1, 2, 4, 8, 16)),
-            "days": r.choice((7.0, 14.0, 21.0, 30.0, 60.0, 90.0)),
-        }
-        if 0.2 <= _needed_mfu(**values)["needed_mfu"] <= 0.9:
-            return values
+    return {
+        **_model_choice(r),
+        "tokens_t": r.choice((2.0, 4.0, 9.0, 15.0, 18.0)),
+        "tpu": r.choice(POD_TPUS),
+        "pods": r.choice((1, 2, 4, 8, 16)),
+        "days": r.choice((7.0, 14.0, 21.0, 30.0, 60.0, 90.0)),
+    }
 
 
 # ---- Q4: memory -------------------------------------------------------------------------------------
@@ -132,7 +126,7 @@ def _draw_needed_mfu(r: random.Random) -> dict:
 
 def _whole(model: str, batch_m: float, ckpt: int, **_) -> training.MemoryPerChip:
     return training.memory_per_chip(
-        _named(model), {"data": 1}, batch_m * 1e6, strategy="fsdp", checkpoints_per_layer=ckpt
+        _named(model), V5P, Layout(), batch_tokens=batch_m * 1e6, checkpoints_per_layer=ckpt
     )
 
 
@@ -163,7 +157,7 @@ def _fewest(tpu: str, tokens_t: float, mfu: float, grads: bool = True, **memory)
     total = whole.total_bytes - (0 if grads else whole.grads_bytes)
     chip = hardware.get_chip(tpu)
     chips = math.ceil(total / chip.hbm_bytes)
-    run = training.training_days(_named(memory["model"]), tokens_t * 1e12, chip, chips, mfu=mfu)
+    run = training.training_run(_named(memory["model"]), chip, chips, tokens=tokens_t * 1e12, mfu=mfu)
     return {"fewest_chips": chips, "days_on_fewest": run.days}
 
 
@@ -177,13 +171,9 @@ def _draw_fewest(r: random.Random) -> dict:
 
 
 def _pod_memory(tpu: str, grads: bool = True, **memory) -> dict[str, float]:
+    pod = Layout(fsdp=hardware.get_chip(tpu).chips_per_pod)
     m = training.memory_per_chip(
-        _named(memory["model"]),
-        _pod_mesh(tpu),
-        memory["batch_m"] * 1e6,
-        strategy="fsdp",
-        checkpoints_per_layer=memory["ckpt"],
-        chip=tpu,
+        _named(memory["model"]), tpu, pod, batch_tokens=memory["batch_m"] * 1e6, checkpoints_per_layer=memory["ckpt"]
     )
     return {"pod_memory_per_chip_bytes": m.total_bytes - (0 if grads else m.grads_bytes)}
 
@@ -199,7 +189,7 @@ def _fsdp_alone(tpu: str, alpha: float, sequences: int, seq_len: int) -> dict[st
     chip = hardware.get_chip(tpu)
     return {
         "tokens_per_chip": sequences * seq_len / chip.chips_per_pod,
-        "fsdp_floor_tokens": training.compute_bound_batch_per_chip("fsdp", chip, n_axes=len(chip.pod_shape)),
+        "fsdp_floor_tokens": bounds.compute_bound_batch_per_chip(chip, strategy="fsdp", n_axes=len(chip.pod_shape)),
     }
 
 
@@ -215,23 +205,17 @@ def _draw_tpu_batch(r: random.Random) -> dict:
 
 def _fsdp_tp(tpu: str, alpha: float, sequences: int, seq_len: int, f: int) -> dict[str, float]:
     chip = hardware.get_chip(tpu)
-    window = training.fsdp_degree_range(sequences * seq_len, f, chip.chips_per_pod, chip)
+    window = bounds.fsdp_degree_range(chip, chip.chips_per_pod, batch_tokens=sequences * seq_len, d_ff=f)
     if window is None:
         raise ValueError(f"f={f}: no compute-bound FSDP degree for this batch; allowed: a larger batch")
     return {
-        "mixed_floor_tokens": training.compute_bound_batch_per_chip("fsdp+tp", chip, d_ff=f),
+        "mixed_floor_tokens": bounds.compute_bound_batch_per_chip(chip, strategy="fsdp+tp", d_ff=f),
         "fsdp_degree_high": window[1],
     }
 
 
 def _draw_fsdp_tp(r: random.Random) -> dict:
-    while True:
-        values = {**_draw_tpu_batch(r), "f": _named(r.choice(sorted(MODELS))).d_ff}
-        try:
-            _fsdp_tp(**values)
-        except ValueError:
-            continue
-        return values
+    return {**_draw_tpu_batch(r), "f": _named(r.choice(sorted(MODELS))).d_ff}
 
 
 def _draw_dcn(r: random.Random) -> dict:
@@ -241,7 +225,7 @@ def _draw_dcn(r: random.Random) -> dict:
 def _pods(model: str, n_params: int, tpu: str, pods: int, sequences: int, seq_len: int, tokens_t: float, mfu: float):
     chip = hardware.get_chip(tpu)
     n_chips = pods * chip.chips_per_pod
-    run = training.training_days(_named(model), tokens_t * 1e12, chip, n_chips, mfu=mfu)
+    run = training.training_run(_named(model), chip, n_chips, tokens=tokens_t * 1e12, mfu=mfu)
     return {"chip_batch_tokens": sequences * seq_len / n_chips, "days_on_pods": run.days}
 
 
@@ -265,9 +249,9 @@ def _bound(tpu: str, pods: int, sequences: int, seq_len: int, f: int) -> str:
     between pods below the pod's FLOPs over its DCN bandwidth, else compute-bound."""
     chip = hardware.get_chip(tpu)
     batch = sequences * seq_len
-    if batch / (pods * chip.chips_per_pod) < training.compute_bound_batch_per_chip("fsdp+tp", chip, d_ff=f):
+    if batch / (pods * chip.chips_per_pod) < bounds.compute_bound_batch_per_chip(chip, strategy="fsdp+tp", d_ff=f):
         return "ici"
-    if batch / pods < training.dcn_compute_bound_batch(chip, chip.chips_per_pod):
+    if batch / pods < bounds.dcn_compute_bound_batch(chip, chips_per_pod=chip.chips_per_pod):
         return "dcn"
     return "compute"
 
@@ -287,8 +271,8 @@ def _big_pods(
 ) -> dict:
     chip = hardware.get_chip(tpu)
     n_chips = pods * chip.chips_per_pod
-    run = training.training_days(_named(model), tokens_t * 1e12, chip, n_chips, mfu=mfu)
-    floor = training.compute_bound_batch_per_chip("fsdp+tp", chip, d_ff=f)
+    run = training.training_run(_named(model), chip, n_chips, tokens=tokens_t * 1e12, mfu=mfu)
+    floor = bounds.compute_bound_batch_per_chip(chip, strategy="fsdp+tp", d_ff=f)
     return {"days_on_pods_big": run.days, "batch_needed_tokens": floor * n_chips}
 
 
@@ -355,6 +339,7 @@ KEYS = {
         expected=_needed_mfu,
         params={**TEXT_RUN, "tpu": "tpu-v5p", "pods": 10, "days": 2.0},
         draw=_draw_needed_mfu,
+        accept=lambda v: 0.2 <= _needed_mfu(**v)["needed_mfu"] <= 0.9,
     ),
     "ch06_q4a_memory": Key(
         names=("step_memory_bytes",),
@@ -393,12 +378,15 @@ KEYS = {
         expected=_fsdp_tp,
         params={**TEXT_POD, "f": LLAMA70["f"]},
         draw=_draw_fsdp_tp,
+        accept=lambda v: bool(_fsdp_tp(**v)),  # a ValueError (no compute-bound FSDP degree) refuses
     ),
     "ch06_q7_dcn": Key(
         names=("dcn_floor_tokens_per_pod",),
         kind="value",
         expected=lambda tpu: {
-            "dcn_floor_tokens_per_pod": training.dcn_compute_bound_batch(tpu, hardware.get_chip(tpu).chips_per_pod)
+            "dcn_floor_tokens_per_pod": bounds.dcn_compute_bound_batch(
+                tpu, chips_per_pod=hardware.get_chip(tpu).chips_per_pod
+            )
         },
         params={"tpu": "tpu-v5p"},
         draw=_draw_dcn,

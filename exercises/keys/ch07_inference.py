@@ -5,14 +5,14 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from book_lib import checks, inference, roofline, topology, transformer
+from book_lib import checks, hardware, inference, models, roofline, topology, transformer
 from exercises.keys import JaxCheck, Key
 
 # What a class's variant may draw.
-TPUS = ("tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-7x")
+TPUS = hardware.chip_names(family="tpu", since="tpu-v4")
 
 # The model of Part 7's worked problems ("based on LLaMA-2 13B"), input and output embeddings shared.
-BOOK_CH7 = transformer.get_model("book-ch7")
+BOOK_CH7 = models.get_model("book-ch7")
 MODEL_71 = {
     "layers": BOOK_CH7.n_layers,
     "d": BOOK_CH7.d_model,
@@ -73,7 +73,7 @@ def _pop_quiz(params_b: int, kv_kb: int, context: int, tpu: str, chips: int, sma
             n_chips=chips,
             batch=batch,
             context_len=context,
-            weight_bytes=1,
+            weight_dtype="int8",
         ).t_lower
 
     return {"step_time_small_s": step(small), "step_time_big_s": step(big)}
@@ -92,7 +92,7 @@ def _draw_pop_quiz(r: random.Random) -> dict:
 
 
 def _kv_13b(layers: int, k: int, h: int, seq: int) -> dict[str, float]:
-    model = dataclasses.replace(transformer.get_model("llama-2-13b"), n_layers=layers, n_kv_heads=k, head_dim=h)
+    model = dataclasses.replace(models.get_model("llama-2-13b"), n_layers=layers, n_kv_heads=k, head_dim=h)
     return {"kv_cache_bytes_13b": model.kv_cache_bytes_per_token(2) * seq}
 
 
@@ -110,7 +110,7 @@ DENSE_MODELS = {"LLaMA 2 13B": "llama-2-13b", "LLaMA 2 7B": "llama-2-7b", "LLaMA
 
 
 def _sizes(name: str) -> dict:
-    m = transformer.get_model(DENSE_MODELS[name])
+    m = models.get_model(DENSE_MODELS[name])
     return {
         "layers": m.n_layers,
         "d": m.d_model,
@@ -123,9 +123,9 @@ def _sizes(name: str) -> dict:
 
 
 def _serving_table(model: str, chips: int, context: int, **sizes) -> dict[str, float]:
-    config = transformer.get_model(DENSE_MODELS[model])
+    config = models.get_model(DENSE_MODELS[model])
     assert sizes == _sizes(model), "the statement prints the preset's sizes"
-    largest = inference.max_batch(config, "tpu-v5e", chips, context)
+    largest = inference.max_batch(config, "tpu-v5e", chips, context_len=context)
 
     def step(batch: int) -> inference.DecodeStep:
         return inference.decode_step_time_from_sizes(
@@ -145,16 +145,13 @@ def _serving_table(model: str, chips: int, context: int, **sizes) -> dict[str, f
 
 
 def _draw_serving_table(r: random.Random) -> dict:
-    while True:
-        model = r.choice(sorted(DENSE_MODELS))
-        values = {
-            "model": model,
-            **_sizes(model),
-            "chips": r.choice((4, 8, 16)),
-            "context": r.choice((2048, 4096, 8192)),
-        }
-        if inference.max_batch(DENSE_MODELS[model], "tpu-v5e", values["chips"], values["context"]) > 0:
-            return values
+    model = r.choice(sorted(DENSE_MODELS))
+    return {"model": model, **_sizes(model), "chips": r.choice((4, 8, 16)), "context": r.choice((2048, 4096, 8192))}
+
+
+def _serves_one(v: dict) -> bool:
+    """The slice holds the weights and at least one sequence's cache."""
+    return inference.max_batch(DENSE_MODELS[v["model"]], "tpu-v5e", v["chips"], context_len=v["context"]) > 0
 
 
 def _params_and_kv(**m) -> dict[str, float]:
@@ -174,22 +171,20 @@ def _text_params_71(**m) -> dict[str, float]:
 def _max_batches(context: int, **m) -> dict[str, float]:
     model = _model(**m)
     mqa = dataclasses.replace(model, n_kv_heads=1)
-    kw = {"weight_bytes": 1, "kv_bytes": 1}
+    kw = {"weight_dtype": "int8", "kv_dtype": "int8"}
     return {
-        "max_batch_gqa": inference.max_batch(model, "tpu-v5e", 16, context, **kw),
-        "max_batch_mqa": inference.max_batch(mqa, "tpu-v5e", 16, context, **kw),
+        "max_batch_gqa": inference.max_batch(model, "tpu-v5e", 16, context_len=context, **kw),
+        "max_batch_mqa": inference.max_batch(mqa, "tpu-v5e", 16, context_len=context, **kw),
     }
 
 
 def _draw_max_batches(r: random.Random) -> dict:
-    while True:
-        values = {**_draw_model(r), "context": r.choice((2048, 4096, 8192))}
-        if _max_batches(**values)["max_batch_gqa"] > 0:
-            return values
+    return {**_draw_model(r), "context": r.choice((2048, 4096, 8192))}
 
 
 def _weight_load(**m) -> dict[str, float]:
-    step = inference.decode_step_time(_model(**m), "tpu-v5e", 16, 1, 1, weight_bytes=1, kv_bytes=1)
+    int8 = {"weight_dtype": "int8", "kv_dtype": "int8"}
+    step = inference.decode_step_time(_model(**m), "tpu-v5e", 16, batch=1, context_len=1, **int8)
     return {"weight_load_s": step.t_weights}
 
 
@@ -219,7 +214,9 @@ def _expert_sharding(e: int, top_k: int, **m) -> dict[str, float]:
     return {
         "expert_load_s": weights / (slice_.n_chips * chip.hbm_bytes_per_s),
         "free_hbm_per_chip_bytes": chip.hbm_bytes - weights / slice_.n_chips,
-        "smallest_slice_chips": inference.min_chips(model, chip, 1, 1, weight_bytes=1, kv_bytes=1).n_chips,
+        "smallest_slice_chips": inference.min_chips(
+            model, chip, batch=1, context_len=1, weight_dtype="int8", kv_dtype="int8"
+        ),
     }
 
 
@@ -288,6 +285,7 @@ KEYS = {
         expected=_serving_table,
         params={"model": "LLaMA 2 13B", **_sizes("LLaMA 2 13B"), "chips": 8, "context": 8192},
         draw=_draw_serving_table,
+        accept=_serves_one,
     ),
     "ch07_q1_params_kv": Key(
         names=("params_71", "kv_bytes_per_token_71"),
@@ -303,6 +301,7 @@ KEYS = {
         expected=_max_batches,
         params={**MODEL_PARAMS, "context": 8192},
         draw=_draw_max_batches,
+        accept=lambda v: _max_batches(**v)["max_batch_gqa"] > 0,
     ),
     "ch07_q3_weight_load": Key(
         names=("weight_load_s",),
@@ -323,7 +322,8 @@ KEYS = {
         kind="value",
         expected=_expert_sharding,
         params={**MODEL_PARAMS, "e": 16, "top_k": 2},
-        draw=lambda r: _draw_fitting_moe(r),
+        draw=_draw_moe,
+        accept=lambda v: _expert_sharding(**v)["free_hbm_per_chip_bytes"] > 0,
     ),
     "ch07_q7_two_d_sharding": Key(
         names=("chips_for_2d_to_win",),
@@ -334,7 +334,7 @@ KEYS = {
     "ch07_q8_speculative": Key(
         names=("tokens_per_target_step",),
         kind="function",
-        reference=inference.speculative_tokens_per_step,
+        reference=lambda rate, k: inference.speculative_tokens_per_step(acceptance_rate=rate, draft_len=k),
         cases=((0.8, 4), (0.5, 1), (0.9, 8), (0.0, 3), (1.0, 5)),
     ),
     "ch07_q9_cached_attention": Key(
@@ -356,13 +356,6 @@ KEYS = {
         ),
     ),
 }
-
-
-def _draw_fitting_moe(r: random.Random) -> dict:
-    while True:
-        values = _draw_moe(r)
-        if _expert_sharding(**values)["free_hbm_per_chip_bytes"] > 0:
-            return values
 
 
 # Answers a student might plausibly write that must still lose their points (tests/test_grading.py).

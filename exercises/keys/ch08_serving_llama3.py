@@ -6,7 +6,7 @@ import dataclasses
 import math
 import random
 
-from book_lib import hardware, inference, roofline, topology, training, transformer
+from book_lib import bounds, checks, hardware, inference, models, roofline, topology, transformer
 from exercises.keys import JaxCheck, Key
 
 # Dense models with a gated MLP, untied embeddings and two norms per layer, as a statement names them,
@@ -18,13 +18,12 @@ MODELS = {
     "LLaMA 3.1 405B": "llama-3.1-405b",
     "Mistral 7B": "mistral-7b",
 }
-TPUS = ("tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-7x")
-DTYPE_BYTES = {"bf16": 2, "int8": 1, "int4": 0.5}
+TPUS = hardware.chip_names(family="tpu", since="tpu-v4")
 MEDIAN_DECODE = 512  # the text's median generation length (tokens)
 
 
 def _fields(model: str) -> dict:
-    m = transformer.get_model(MODELS[model])
+    m = models.get_model(MODELS[model])
     return {
         "model": model,
         "layers": m.n_layers,
@@ -40,7 +39,7 @@ def _fields(model: str) -> dict:
 def _named(model: str, **sizes) -> transformer.TransformerConfig:
     """The preset a statement names; the statement prints exactly its sizes."""
     assert sizes == {k: v for k, v in _fields(model).items() if k != "model"}, "the statement prints the preset"
-    return transformer.get_model(MODELS[model])
+    return models.get_model(MODELS[model])
 
 
 def _draw_model(r: random.Random, names=tuple(MODELS)) -> dict:
@@ -81,48 +80,42 @@ def _draw_kv(r: random.Random) -> dict:
 
 
 def _batch_memory(tpu: str, batch: int, context: int, **m) -> dict[str, float]:
-    model, kw = _named(**m), {"weight_bytes": 1, "kv_bytes": 1}
+    model, kw = _named(**m), {"weight_dtype": "int8", "kv_dtype": "int8"}
     return {
-        "memory_bytes_int8": inference.memory_bytes(model, batch, context, **kw),
-        "smallest_slice_chips": inference.min_chips(model, tpu, batch, context, **kw).n_chips,
+        "memory_bytes_int8": inference.memory_bytes(model, batch=batch, context_len=context, **kw),
+        "smallest_slice_chips": inference.min_chips(model, tpu, batch=batch, context_len=context, **kw),
     }
 
 
 def _draw_batch_memory(r: random.Random) -> dict:
-    while True:
-        values = {
-            **_draw_model(r),
-            "tpu": r.choice(("tpu-v5e", "tpu-v6e")),
-            "batch": r.choice((8, 16, 64, 128)),
-            "context": r.choice((2048, 4096, 16384)),
-        }
-        try:
-            _batch_memory(**values)
-        except ValueError:  # not even a whole pod holds it
-            continue
-        return values
+    return {
+        **_draw_model(r),
+        "tpu": r.choice(("tpu-v5e", "tpu-v6e")),
+        "batch": r.choice((8, 16, 64, 128)),
+        "context": r.choice((2048, 4096, 16384)),
+    }
 
 
 # ---- decode steps with the text's estimate (no collectives) -----------------------------------------
 
 
-def _step(model: transformer.TransformerConfig, chip, n_chips: int, batch: int, context: int, w: float):
-    """Equation (4) of Part 7: t_kv + max(t_weights, t_math), weights and caches w bytes per value."""
+def _step(model: transformer.TransformerConfig, chip, n_chips: int, batch: int, context: int, w: str):
+    """Equation (4) of Part 7: t_kv + max(t_weights, t_math), weights and caches in dtype w."""
     return inference.decode_step_time_from_sizes(
         param_count=model.param_count(),
-        kv_bytes_per_token=model.kv_cache_bytes_per_token(w),
+        kv_bytes_per_token=model.kv_cache_bytes_per_token(checks.dtype_bytes(w)),
         chip=chip,
         n_chips=n_chips,
         batch=batch,
         context_len=context,
-        weight_bytes=w,
+        weight_dtype=w,
     )
 
 
 def _small_slices(chips_small: int, chips_big: int, batch: int, context: int, **m) -> dict[str, float]:
     model, chip = _named(**m), hardware.get_chip("tpu-v5e")
-    small = _step(model, chip, chips_small, batch, context, 1)
-    big = _step(model, chip, chips_big, batch, context, 1)
+    small = _step(model, chip, chips_small, batch, context, "int8")
+    big = _step(model, chip, chips_big, batch, context, "int8")
     return {
         "step_time_small_s": small.t_lower,
         "tokens_per_s_per_chip_small": small.tokens_per_s_per_chip,
@@ -166,7 +159,7 @@ def _critical_small_batch(tpu: str, d: int, f: int) -> dict[str, float]:
 
 
 def _draw_critical(r: random.Random) -> dict:
-    m = transformer.get_model(MODELS[r.choice(sorted(MODELS))])
+    m = models.get_model(MODELS[r.choice(sorted(MODELS))])
     return {"tpu": r.choice(TPUS), "d": m.d_model, "f": m.d_ff}
 
 
@@ -178,33 +171,34 @@ def _chip(hbm: float) -> hardware.Chip:
     return dataclasses.replace(hardware.get_chip("tpu-v5e"), hbm_bytes=hbm)
 
 
-def _fill(model, chip, n_chips: int, context: int, w: float) -> dict[str, float]:
-    batch = inference.max_batch(model, chip, n_chips, context, weight_bytes=w, kv_bytes=w)
-    free = n_chips * chip.hbm_bytes - inference.memory_bytes(model, 0, context, weight_bytes=w, kv_bytes=w)
+def _fill(model, chip, n_chips: int, context: int, w: str) -> dict[str, float]:
+    batch = inference.max_batch(model, chip, n_chips, context_len=context, weight_dtype=w, kv_dtype=w)
+    weights = inference.memory_bytes(model, batch=0, context_len=context, weight_dtype=w, kv_dtype=w)
+    free = n_chips * chip.hbm_bytes - weights
     step = _step(model, chip, n_chips, batch, context, w)
     return {"free": free, "batch": batch, "step": step.t_lower, "qps": step.tokens_per_s_per_chip / MEDIAN_DECODE}
 
 
-def _smallest(model, chip, context: int, w: float) -> int:
+def _smallest(model, chip, context: int, w: str) -> int:
     # weights only: the text takes the caches as negligible here
-    return inference.min_chips(model, chip, 0, context, weight_bytes=w, kv_bytes=w).n_chips
+    return inference.min_chips(model, chip, batch=0, context_len=context, weight_dtype=w, kv_dtype=w)
 
 
 def _min_slice(dtype: str, hbm: float, context: int, **m) -> dict[str, float]:
-    model, chip, w = _named(**m), _chip(hbm), DTYPE_BYTES[dtype]
+    model, chip, w = _named(**m), _chip(hbm), dtype
     n = _smallest(model, chip, context, w)
     full = _fill(model, chip, n, context, w)
     return {"min_slice_chips": n, "free_hbm_bytes": full["free"], "max_batch": full["batch"]}
 
 
 def _full_step(dtype: str, hbm: float, context: int, **m) -> dict[str, float]:
-    model, chip, w = _named(**m), _chip(hbm), DTYPE_BYTES[dtype]
+    model, chip, w = _named(**m), _chip(hbm), dtype
     full = _fill(model, chip, _smallest(model, chip, context, w), context, w)
     return {"step_time_full_s": full["step"], "requests_per_s_per_chip": full["qps"]}
 
 
 def _doubled(dtype: str, hbm: float, context: int, **m) -> dict[str, float]:
-    model, chip, w = _named(**m), _chip(hbm), DTYPE_BYTES[dtype]
+    model, chip, w = _named(**m), _chip(hbm), dtype
     full = _fill(model, chip, 2 * _smallest(model, chip, context, w), context, w)
     return {
         "free_hbm_doubled_bytes": full["free"],
@@ -214,19 +208,18 @@ def _doubled(dtype: str, hbm: float, context: int, **m) -> dict[str, float]:
 
 
 def _draw_fill(r: random.Random) -> dict:
-    while True:
-        values = {
-            **_draw_model(r, ("LLaMA 3 8B", "LLaMA 2 70B", "LLaMA 3 70B", "Mistral 7B")),
-            "dtype": r.choice(sorted(DTYPE_BYTES)),
-            "hbm": r.choice((16e9, float(2**34))),
-            "context": r.choice((2048, 4096, 16384, 32768)),
-        }
-        try:
-            smallest = _min_slice(**values)
-        except ValueError:  # not one cache fits beside the weights
-            continue
-        if 4 <= smallest["min_slice_chips"] <= 128:  # a doubled slice is offered too
-            return values
+    return {
+        **_draw_model(r, ("LLaMA 3 8B", "LLaMA 2 70B", "LLaMA 3 70B", "Mistral 7B")),
+        "dtype": r.choice(sorted(inference.SERVING_DTYPES)),
+        "hbm": r.choice((16e9, float(2**34))),
+        "context": r.choice((2048, 4096, 16384, 32768)),
+    }
+
+
+def _fill_fits(v: dict) -> bool:
+    """A slice of 4 to 128 chips holds the weights and one cache (a doubled slice is offered too);
+    `_min_slice` refuses (ValueError) where not one cache fits beside the weights."""
+    return 4 <= _min_slice(**v)["min_slice_chips"] <= 128
 
 
 TEXT_FILL = {**LLAMA70, "dtype": "bf16", "hbm": 16e9, "context": 8192}
@@ -236,29 +229,26 @@ TEXT_FILL = {**LLAMA70, "dtype": "bf16", "hbm": 16e9, "context": 8192}
 
 
 def _model_parallelism(tpu: str, w_ici: float, f: int, n_axes: int, batch: int) -> dict[str, float]:
-    assert w_ici == training.ici_axis_bytes_per_s(tpu), "the statement prints the chip's W_ici"
+    assert w_ici == bounds.ici_axis_bytes_per_s(tpu), "the statement prints the chip's W_ici"
     return {
-        "max_y_compute_bound": training.max_tensor_parallelism(tpu, f, n_axes=n_axes),
-        "max_y_memory_bound": inference.memory_bound_model_parallelism(tpu, f, batch),
+        "max_y_compute_bound": bounds.max_tensor_parallelism(tpu, d_ff=f, n_axes=n_axes),
+        "max_y_memory_bound": inference.memory_bound_model_parallelism(tpu, d_ff=f, batch=batch),
     }
 
 
 def _draw_model_parallelism(r: random.Random) -> dict:
-    while True:
-        tpu = r.choice(TPUS)
-        values = {
-            "tpu": tpu,
-            "w_ici": training.ici_axis_bytes_per_s(tpu),
-            "f": r.choice((11008, 14336, 53248)),
-            "n_axes": r.choice((1, 2)),
-            "batch": r.choice((16, 32, 128, 256)),
-        }
-        if _model_parallelism(**values)["max_y_compute_bound"] >= 2:  # some model parallelism hides
-            return values
+    tpu = r.choice(TPUS)
+    return {
+        "tpu": tpu,
+        "w_ici": bounds.ici_axis_bytes_per_s(tpu),
+        "f": r.choice((11008, 14336, 53248)),
+        "n_axes": r.choice((1, 2)),
+        "batch": r.choice((16, 32, 128, 256)),
+    }
 
 
 def _prefill(chips: int, prompt: int, mfu: float, **m) -> dict[str, float]:
-    return {"prefill_s": inference.prefill_time(_named(**m), "tpu-v5e", chips, prompt, mfu=mfu)}
+    return {"prefill_s": inference.prefill_time(_named(**m), "tpu-v5e", chips, prompt_len=prompt, mfu=mfu)}
 
 
 def _prefill_linears_only(chips: int, prompt: int, mfu: float, **m) -> dict[str, float]:
@@ -291,7 +281,9 @@ def _draw_turnover(r: random.Random) -> dict:
 
 
 def _disaggregation(prefill_s: float, step_ms: float, batch: int, generated: int) -> dict[str, float]:
-    ratio = inference.prefill_servers_per_generate_server(prefill_s, step_ms / 1e3, batch, generated)
+    ratio = inference.prefill_servers_per_generate_server(
+        prefill_s=prefill_s, decode_step_s=step_ms / 1e3, decode_batch=batch, decode_len=generated
+    )
     return {"prefill_per_generate": ratio}
 
 
@@ -310,10 +302,10 @@ def _draw_disaggregation(r: random.Random) -> dict:
 def _bounds_81(tpu: str, chips: int, **m) -> dict[str, float]:
     model, chip = _named(**m), hardware.get_chip(tpu)
     flops = model.flops_per_token(0, training=False)  # 2 per matmul weight; attention's dot products left out
-    bounds = roofline.roofline_time(
+    times = roofline.roofline_time(
         flops, model.param_count() * 2, chips * chip.bf16_flops_per_s, chips * chip.hbm_bytes_per_s
     )
-    return {"flops_per_token_81": flops, "t_flops_bound_s": bounds.t_math, "t_hbm_bound_s": bounds.t_comms}
+    return {"flops_per_token_81": flops, "t_flops_bound_s": times.t_math, "t_hbm_bound_s": times.t_comms}
 
 
 def _draw_81(r: random.Random) -> dict:
@@ -321,40 +313,36 @@ def _draw_81(r: random.Random) -> dict:
 
 
 def _serving_82(tpu: str, batch: int, context: int, **m) -> dict[str, float]:
-    model, kw = _named(**m), {"weight_bytes": 1, "kv_bytes": 1}
-    weights = inference.memory_bytes(model, 0, context, **kw)
+    model, kw = _named(**m), {"weight_dtype": "int8", "kv_dtype": "int8"}
+    weights = inference.memory_bytes(model, batch=0, context_len=context, **kw)
     return {
         "params_bytes_82": weights,
-        "kv_bytes_82": inference.memory_bytes(model, batch, context, **kw) - weights,
-        "smallest_slice_chips_82": inference.min_chips(model, tpu, batch, context, **kw).n_chips,
+        "kv_bytes_82": inference.memory_bytes(model, batch=batch, context_len=context, **kw) - weights,
+        "smallest_slice_chips_82": inference.min_chips(model, tpu, batch=batch, context_len=context, **kw),
     }
 
 
 def _draw_82(r: random.Random) -> dict:
-    while True:
-        values = {
-            **_draw_model(r, ("LLaMA 3 8B", "Mistral 7B", "LLaMA 2 70B", "LLaMA 3 70B")),
-            "tpu": r.choice(("tpu-v5e", "tpu-v6e")),
-            "batch": r.choice((32, 64, 128, 480)),
-            "context": r.choice((2048, 4096, 16384)),
-        }
-        try:
-            _serving_82(**values)
-        except ValueError:
-            continue
-        return values
+    return {
+        **_draw_model(r, ("LLaMA 3 8B", "Mistral 7B", "LLaMA 2 70B", "LLaMA 3 70B")),
+        "tpu": r.choice(("tpu-v5e", "tpu-v6e")),
+        "batch": r.choice((32, 64, 128, 480)),
+        "context": r.choice((2048, 4096, 16384)),
+    }
 
 
 def _latency_83(tpu: str, limit_ms: float, context: int, **m) -> dict[str, float]:
     model, chip = _named(**m), hardware.get_chip(tpu)
 
     def step(n: int, batch: int) -> inference.DecodeStep:
-        return _step(model, chip, n, batch, context, 1)
+        return _step(model, chip, n, batch, context, "int8")
 
     pod = topology.pod(chip).n_chips
     limit = limit_ms / 1e3
     sizes = sorted({math.prod(shape) for shape in topology.slice_shapes(chip)})
-    n = next(n for n in sizes if step(n, 1).fits and step(n, 1).t_lower <= limit)
+    n = next((n for n in sizes if step(n, 1).fits and step(n, 1).t_lower <= limit), None)
+    if n is None:
+        raise ValueError(f"limit_ms={limit_ms}: no slice of {tpu} meets it; allowed: a longer limit")
     batch = 1
     while step(n, batch + 1).fits and step(n, batch + 1).t_lower <= limit:
         batch += 1
@@ -367,18 +355,12 @@ def _latency_83(tpu: str, limit_ms: float, context: int, **m) -> dict[str, float
 
 
 def _draw_83(r: random.Random) -> dict:
-    while True:
-        values = {
-            **_draw_model(r, ("LLaMA 2 70B", "LLaMA 3 70B", "LLaMA 3.1 405B")),
-            "tpu": r.choice(("tpu-v5e", "tpu-v6e")),
-            "limit_ms": r.choice((10.0, 20.0, 30.0)),
-            "context": r.choice((2048, 4096, 16384)),
-        }
-        try:
-            if _latency_83(**values)["max_batch_83"] < 2000:
-                return values
-        except StopIteration:  # no slice meets the limit
-            continue
+    return {
+        **_draw_model(r, ("LLaMA 2 70B", "LLaMA 3 70B", "LLaMA 3.1 405B")),
+        "tpu": r.choice(("tpu-v5e", "tpu-v6e")),
+        "limit_ms": r.choice((10.0, 20.0, 30.0)),
+        "context": r.choice((2048, 4096, 16384)),
+    }
 
 
 # ---- the JAX question: a model-parallel MLP of one decode step ----------------------------------------
@@ -429,6 +411,7 @@ KEYS = {
         expected=_batch_memory,
         params={**LLAMA70, "tpu": "tpu-v5e", "batch": 32, "context": 8192},
         draw=_draw_batch_memory,
+        accept=lambda v: bool(_batch_memory(**v)),  # a ValueError (not even a whole pod holds it) refuses
     ),
     "ch08_q0d_step_time": Key(
         names=("step_time_small_s", "tokens_per_s_per_chip_small", "step_time_big_s"),
@@ -454,6 +437,7 @@ KEYS = {
         expected=_min_slice,
         params=TEXT_FILL,
         draw=_draw_fill,
+        accept=_fill_fits,
     ),
     "ch08_q0g_full_step": Key(
         names=("step_time_full_s", "requests_per_s_per_chip"),
@@ -462,6 +446,7 @@ KEYS = {
         expected=_full_step,
         params=TEXT_FILL,
         draw=_draw_fill,
+        accept=_fill_fits,
     ),
     "ch08_q0h_doubled": Key(
         names=("free_hbm_doubled_bytes", "max_batch_doubled", "requests_per_s_per_chip_doubled"),
@@ -469,6 +454,7 @@ KEYS = {
         expected=_doubled,
         params=TEXT_FILL,
         draw=_draw_fill,
+        accept=_fill_fits,
     ),
     "ch08_q0i_model_parallelism": Key(
         names=("max_y_compute_bound", "max_y_memory_bound"),
@@ -476,12 +462,13 @@ KEYS = {
         expected=_model_parallelism,
         params={
             "tpu": "tpu-v5e",
-            "w_ici": training.ici_axis_bytes_per_s("tpu-v5e"),
+            "w_ici": bounds.ici_axis_bytes_per_s("tpu-v5e"),
             "f": LLAMA70["f"],
             "n_axes": 2,
             "batch": 64,
         },
         draw=_draw_model_parallelism,
+        accept=lambda v: _model_parallelism(**v)["max_y_compute_bound"] >= 2,  # some model parallelism hides
     ),
     "ch08_q0j_prefill": Key(
         names=("prefill_s",),
@@ -518,6 +505,7 @@ KEYS = {
         expected=_serving_82,
         params={**_fields("LLaMA 3 8B"), "tpu": "tpu-v5e", "batch": 240, "context": 8192},
         draw=_draw_82,
+        accept=lambda v: bool(_serving_82(**v)),  # a ValueError refuses
     ),
     "ch08_q3_latency_limit": Key(
         names=("min_step_time_s", "smallest_slice_chips_83", "max_batch_83", "tokens_per_s_per_chip_83"),
@@ -525,6 +513,7 @@ KEYS = {
         expected=_latency_83,
         params={**_fields("LLaMA 3.1 405B"), "tpu": "tpu-v5e", "limit_ms": 15.0, "context": 8192},
         draw=_draw_83,
+        accept=lambda v: _latency_83(**v)["max_batch_83"] < 2000,  # a ValueError (no slice meets the limit) refuses
     ),
     "ch08_q4_model_parallel_mlp": Key(
         names=("model_parallel_mlp",),

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import random
 
-from book_lib import collectives, gpu, hardware, training
+from book_lib import bounds, checks, collectives, gpu, hardware
 from exercises.keys import Key
 
 # What a class's variant may draw: GPUs with the figures a question needs (the H200 has an H100's SMs,
 # links and network, so it would repeat the text's numbers), and TPUs whose slices are built of cubes.
 GPUS = ("a100", "h100", "b200")
 GPUS_WITH_TENSOR_CORES = ("a100", "h100-pcie")  # the B200's per-SM counts are unpublished
-TPUS_3D = ("tpu-v4", "tpu-v5p", "tpu-7x")
+TPUS_3D = hardware.chip_names(ici_topology="3d-torus")
 DTYPE_NAMES = {1: "int8", 2: "bf16", 4: "float32"}
 CUBE = (2, 2, 2)  # Q3's TPU slice: 8 chips, as many as a node has GPUs
 CHOICES = ("compute", "nvlink", "scale_out")
@@ -29,8 +29,10 @@ def _sm(gpu_name: str) -> dict[str, float]:
 
 
 def _tile(gpu_name: str, dtype_bytes: int) -> dict[str, float]:
-    side = gpu.shared_memory_tile_side(gpu_name, dtype_bytes=dtype_bytes)
-    return {"tile_side": side, "tile_flops_per_byte": gpu.tile_intensity(side, dtype_bytes=dtype_bytes)}
+    # the statement gives the element's size; any dtype of that size (checks.DTYPES) tiles alike
+    dtype = next(name for name, (size, _) in checks.DTYPES.items() if size == dtype_bytes)
+    side = gpu.shared_memory_tile_side(gpu_name, dtype=dtype)
+    return {"tile_side": side, "tile_flops_per_byte": gpu.tile_intensity(side=side, dtype=dtype)}
 
 
 def _gathers(gpu_name: str, tpu: str, v_gib: int) -> dict[str, float]:
@@ -49,7 +51,7 @@ def _gathers_rule_of_thumb(gpu_name: str, tpu: str, v_gib: int) -> dict[str, flo
 
 
 def _hierarchical(gpu_name: str, v_gib: int, n_nodes: int) -> dict[str, float]:
-    steps = gpu.hierarchical_all_reduce(v_gib * 2**30, n_nodes, gpu_name)
+    steps = gpu.hierarchical_all_reduce(gpu_name, array_bytes=v_gib * 2**30, n_nodes=n_nodes)
     return {
         "hier_allreduce_s": steps.bandwidth_s,
         "scale_out_fraction": steps.all_reduce.bandwidth_s / steps.bandwidth_s,
@@ -99,7 +101,7 @@ KEYS = {
         names=("dp_batch_per_gpu_tokens",),
         kind="value",
         expected=lambda gpu_name, n_nodes: {
-            "dp_batch_per_gpu_tokens": gpu.dp_compute_bound_batch_per_gpu(gpu_name, n_nodes)
+            "dp_batch_per_gpu_tokens": gpu.dp_compute_bound_batch_per_gpu(gpu_name, n_nodes=n_nodes)
         },
         params={"gpu_name": "h100", "n_nodes": 16},
         draw=lambda r: {"gpu_name": r.choice(GPUS), "n_nodes": r.choice((2, 3, 4, 6))},
@@ -107,7 +109,9 @@ KEYS = {
     "ch12_q6_tp_width": Key(
         names=("tp_min_d_ff",),
         kind="value",
-        expected=lambda gpu_name, tp: {"tp_min_d_ff": tp * training.compute_bound_batch_per_chip("dp", gpu_name)},
+        expected=lambda gpu_name, tp: {
+            "tp_min_d_ff": tp * bounds.compute_bound_batch_per_chip(gpu_name, strategy="dp")
+        },
         params={"gpu_name": "h100", "tp": 8},
         draw=lambda r: {"gpu_name": r.choice(GPUS), "tp": r.choice((2, 4, 8))},
     ),
@@ -115,7 +119,9 @@ KEYS = {
         names=("bound",),
         kind="choice",
         choices=CHOICES,
-        expected=lambda gpu_name, n_nodes, batch_per_gpu: gpu.dp_step_bound(gpu_name, n_nodes, batch_per_gpu),
+        expected=lambda gpu_name, n_nodes, batch_per_gpu: gpu.dp_step_bound(
+            gpu_name, n_nodes=n_nodes, batch_per_gpu=batch_per_gpu
+        ),
         params={"gpu_name": "h100", "n_nodes": 16, "batch_per_gpu": 8192},
         draw=_draw_bound,
     ),
