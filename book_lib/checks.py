@@ -26,7 +26,8 @@ __all__ = ["positive", "non_negative", "count", "one_of", "lookup", "dtype", "dt
 T = TypeVar("T")
 
 # The one dtype table of book_lib: canonical name -> (bytes per value, the spellings accepted for it,
-# compared lowercased; HLO's element types among them). int4 packs two values in a byte.
+# compared lowercased; HLO's element types among them). int4 packs two values in a byte; pred (a bool)
+# is stored in one.
 DTYPES: dict[str, tuple[float, tuple[str, ...]]] = {
     "fp64": (8, ("fp64", "float64", "f64")),
     "fp32": (4, ("fp32", "float32", "f32")),

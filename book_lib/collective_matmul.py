@@ -21,12 +21,11 @@ Wang et al. 2023 (https://dl.acm.org/doi/10.1145/3567955.3567959).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from book_lib import checks
+import jax
 
-if TYPE_CHECKING:
-    import jax
+from book_lib import checks, devices
 
 __all__ = [
     "allgather_matmul",
@@ -38,8 +37,6 @@ __all__ = [
 
 def _mesh(mesh: jax.sharding.Mesh | None, axis_name: str, batch_axis: str | None) -> jax.sharding.Mesh:
     """`mesh`, or a 1-D mesh named `axis_name` over every mesh device; both axes checked."""
-    from book_lib import devices
-
     if mesh is None:
         mesh = devices.make_mesh((devices.n_devices(),), (axis_name,), axis_types="explicit")
     checks.one_of("axis_name", axis_name, tuple(mesh.axis_names))
@@ -51,17 +48,28 @@ def _mesh(mesh: jax.sharding.Mesh | None, axis_name: str, batch_axis: str | None
 
 def _run(body: Callable, mesh: jax.sharding.Mesh, specs: tuple[Any, Any, Any], x: jax.Array, y: jax.Array) -> jax.Array:
     """jit(shard_map(body)) over `mesh` with (in, in, out) `specs`, the inputs first placed as `specs` say."""
-    import jax
-
     mapped = jax.shard_map(body, mesh=mesh, in_specs=specs[:2], out_specs=specs[2], check_vma=False)
     x, y = (jax.device_put(arr, jax.NamedSharding(mesh, spec)) for arr, spec in zip((x, y), specs[:2], strict=True))
     return jax.jit(mapped)(x, y)
 
 
+def _sharded(
+    body: Callable,
+    x: jax.Array,
+    y: jax.Array,
+    y_spec: Any,
+    mesh: jax.sharding.Mesh | None,
+    axis: str,
+    batch: str | None,
+) -> jax.Array:
+    """Check the inputs, then run `body` over the mesh: x[B_batch, ._axis], y as `y_spec`, out[B_batch, ._axis]."""
+    mesh = _mesh(mesh, axis, batch)
+    _check_split(x, y, mesh, axis)
+    return _run(body, mesh, (jax.P(batch, axis), y_spec, jax.P(batch, axis)), x, y)
+
+
 def _allgather_body(a: jax.Array, w: jax.Array, axis: str) -> jax.Array:
     """Local view: a = A[:, chunk me], w = W[:, F block me]. Step s holds chunk (me + s) mod n."""
-    import jax
-
     n, me = jax.lax.axis_size(axis), jax.lax.axis_index(axis)
     width = a.shape[1]
     to_left = [(src, (src - 1) % n) for src in range(n)]  # so the next chunk arrives from the right
@@ -100,12 +108,9 @@ def allgather_matmul(
     Raises:
         ValueError: unknown axis, non-float or non-matrix input, or sizes that do not split.
     """
-    import jax
-
-    mesh = _mesh(mesh, axis_name, batch_axis)
-    _check_split(a, w, mesh, axis_name)
-    specs = (jax.P(batch_axis, axis_name), jax.P(None, axis_name), jax.P(batch_axis, axis_name))
-    return _run(lambda x, y: _allgather_body(x, y, axis_name), mesh, specs, a, w)
+    return _sharded(
+        lambda x, y: _allgather_body(x, y, axis_name), a, w, jax.P(None, axis_name), mesh, axis_name, batch_axis
+    )
 
 
 def _check_split(a: Any, w: Any, mesh: jax.sharding.Mesh, axis: str) -> None:
@@ -133,18 +138,12 @@ def allgather_matmul_blocking(
 
     Arguments and errors as `allgather_matmul`. Book: Part 10, "Collective matmul" (the naive version).
     """
-    import jax
-
-    mesh = _mesh(mesh, axis_name, batch_axis)
-    _check_split(a, w, mesh, axis_name)
-    specs = (jax.P(batch_axis, axis_name), jax.P(None, axis_name), jax.P(batch_axis, axis_name))
-    return _run(lambda x, y: jax.lax.all_gather(x, axis_name, axis=1, tiled=True) @ y, mesh, specs, a, w)
+    body = lambda x, y: jax.lax.all_gather(x, axis_name, axis=1, tiled=True) @ y  # noqa: E731
+    return _sharded(body, a, w, jax.P(None, axis_name), mesh, axis_name, batch_axis)
 
 
 def _reducescatter_body(t: jax.Array, w2: jax.Array, axis: str) -> jax.Array:
     """Local view: t = Tmp[:, F chunk me], w2 = W2[F chunk me, :]. Step s adds to block (me - 1 - s) mod n."""
-    import jax
-
     n, me = jax.lax.axis_size(axis), jax.lax.axis_index(axis)
     width = w2.shape[1] // n
     to_right = [(src, (src + 1) % n) for src in range(n)]
@@ -181,12 +180,9 @@ def matmul_reducescatter(
     Raises:
         ValueError: unknown axis, non-float or non-matrix input, or sizes that do not split.
     """
-    import jax
-
-    mesh = _mesh(mesh, axis_name, batch_axis)
-    _check_split(t, w2, mesh, axis_name)
-    specs = (jax.P(batch_axis, axis_name), jax.P(axis_name, None), jax.P(batch_axis, axis_name))
-    return _run(lambda x, y: _reducescatter_body(x, y, axis_name), mesh, specs, t, w2)
+    return _sharded(
+        lambda x, y: _reducescatter_body(x, y, axis_name), t, w2, jax.P(axis_name, None), mesh, axis_name, batch_axis
+    )
 
 
 def matmul_reducescatter_blocking(
@@ -201,10 +197,5 @@ def matmul_reducescatter_blocking(
 
     Arguments and errors as `matmul_reducescatter`. Book: Part 3, "Case 3" (ReduceScatter).
     """
-    import jax
-
-    mesh = _mesh(mesh, axis_name, batch_axis)
-    _check_split(t, w2, mesh, axis_name)
-    specs = (jax.P(batch_axis, axis_name), jax.P(axis_name, None), jax.P(batch_axis, axis_name))
     body = lambda x, y: jax.lax.psum_scatter(x @ y, axis_name, scatter_dimension=1, tiled=True)  # noqa: E731
-    return _run(body, mesh, specs, t, w2)
+    return _sharded(body, t, w2, jax.P(axis_name, None), mesh, axis_name, batch_axis)

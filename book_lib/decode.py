@@ -101,7 +101,7 @@ def _layer(
 def init_cache(config: TransformerConfig, batch: int, max_len: int, dtype: Any = jnp.float32) -> dict[str, jax.Array]:
     """Zeroed caches `k`, `v` of shape [L, B, max_len, K, H]: every position a sequence may reach.
 
-    Its size is `TransformerConfig.kv_cache_bytes_per_token(itemsize) * batch * max_len` bytes.
+    Its size is `TransformerConfig.kv_cache_bytes_per_token(dtype) * batch * max_len` bytes.
     """
     checks.count("batch", batch)
     checks.count("max_len", max_len)

@@ -117,14 +117,14 @@ def _slice(chip: Chip, n_chips: int) -> topology.Slice:
     return topology.smallest_slice(chip, n_chips)
 
 
-def _sizes(weight_dtype: str, kv_dtype: str) -> tuple[float, float]:
-    """Bytes per weight and per cached key or value of two dtypes (`checks.DTYPES`)."""
-    return checks.dtype_bytes(weight_dtype, "weight_dtype"), checks.dtype_bytes(kv_dtype, "kv_dtype")
+def _sizes(weight_dtype: str, kv_dtype: str) -> tuple[str, str]:
+    """The canonical names of the weights' and the cache's dtypes (`checks.DTYPES`)."""
+    return checks.dtype(weight_dtype, "weight_dtype"), checks.dtype(kv_dtype, "kv_dtype")
 
 
-def _memory(model: TransformerConfig, batch: int, context_len: int, w: float, kv: float) -> float:
-    """P w + B S kv_bytes_per_token(kv) (bytes), arguments already checked."""
-    return model.param_count() * w + batch * context_len * model.kv_cache_bytes_per_token(kv)
+def _memory(model: TransformerConfig, batch: int, context_len: int, w: str, kv: str) -> float:
+    """P p_w + B S kv_cache_bytes_per_token(kv) (bytes), p_w the bytes of a weight; arguments checked."""
+    return model.param_count() * checks.dtype_bytes(w) + batch * context_len * model.kv_cache_bytes_per_token(kv)
 
 
 def memory_bytes(

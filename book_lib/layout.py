@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from book_lib import checks
 
 __all__ = [
-    "DTYPE_BYTES",
     "MEMORY_SPACES",
     "OTHER_SPACE",
     "padded_shape",
@@ -33,22 +32,6 @@ __all__ = [
     "parse_array",
 ]
 
-# Bytes per element of the HLO element types (pred is stored as one byte).
-DTYPE_BYTES = {
-    "pred": 1,
-    "s8": 1,
-    "u8": 1,
-    "s16": 2,
-    "u16": 2,
-    "f16": 2,
-    "bf16": 2,
-    "s32": 4,
-    "u32": 4,
-    "f32": 4,
-    "s64": 8,
-    "u64": 8,
-    "f64": 8,
-}
 # What the text calls each memory-space code; S(2), S(3) and above are "other memory spaces".
 MEMORY_SPACES = {0: "HBM", 1: "VMEM"}
 OTHER_SPACE = "another memory space"
@@ -116,7 +99,7 @@ class HloArray:
     """One HLO array type, as `parse_array` reads it.
 
     Attributes:
-        dtype: the element type (`bf16`, `f32`), a key of `DTYPE_BYTES`.
+        dtype: the element type as HLO spells it (`bf16`, `f32`, `s8`, `pred`), sized by `checks.DTYPES`.
         shape: the logical dims (elements).
         minor_to_major: the layout's dim order, minor first; () when the text gives none.
         tile: the outer tile's sides (elements); () for an untiled array.
@@ -137,13 +120,13 @@ class HloArray:
 
     @property
     def bytes(self) -> int:
-        """Bytes of the values themselves: prod(shape) * DTYPE_BYTES[dtype]."""
-        return math.prod(self.shape) * DTYPE_BYTES[self.dtype]
+        """Bytes of the values themselves: ceil(prod(shape) * bytes of dtype) (`checks.dtype_bytes`; s4 packs two)."""
+        return math.ceil(math.prod(self.shape) * checks.dtype_bytes(self.dtype))
 
     @property
     def padded_bytes(self) -> int:
-        """Bytes the array occupies, tiles included: prod(padded memory shape) * DTYPE_BYTES[dtype]."""
-        return math.prod(padded_shape(self.memory_shape, self.tile)) * DTYPE_BYTES[self.dtype]
+        """Bytes the array occupies, tiles included: ceil(prod(padded memory shape) * bytes of dtype)."""
+        return math.ceil(math.prod(padded_shape(self.memory_shape, self.tile)) * checks.dtype_bytes(self.dtype))
 
     @property
     def memory(self) -> str:
@@ -175,7 +158,8 @@ def parse_array(text: str) -> HloArray:
     match = _ARRAY.match(text) if isinstance(text, str) else None
     if match is None:
         raise ValueError(f"text={text!r}: not an HLO array type; allowed: e.g. 'f32[3,5]{{1,0:T(2,2)}}'")
-    dtype = checks.one_of("dtype", match["dtype"], DTYPE_BYTES)
+    dtype = match["dtype"]
+    checks.dtype(dtype)  # an element type `checks.DTYPES` knows
     shape = tuple(int(d) for d in match["dims"].split(",") if d.strip())
     order, tile, space = _layout(text, match["layout"] or "", len(shape))
     array = HloArray(dtype=dtype, shape=shape, minor_to_major=order, tile=tile, space=space)

@@ -409,13 +409,12 @@ def memory_per_chip(
     """
     cfg, pl = get_model(model, arg="model"), place(chip, layout)
     moments = OPTIMIZERS[checks.one_of("optimizer", optimizer, OPTIMIZERS)]
-    pb = checks.dtype_bytes(param_dtype, "param_dtype")
     total = cfg.training_memory(
         batch_tokens=checks.non_negative("batch_tokens", batch_tokens),
-        bytes_per_param=pb,
-        bytes_per_grad=pb,
+        param_dtype=param_dtype,
+        grad_dtype=param_dtype,
         optimizer_bytes_per_param=moments * checks.dtype_bytes(optimizer_dtype, "optimizer_dtype"),
-        bytes_per_activation=checks.dtype_bytes(activation_dtype, "activation_dtype"),
+        activation_dtype=activation_dtype,
         remat="custom",
         checkpoints_per_layer=checkpoints_per_layer,
     )

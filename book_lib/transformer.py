@@ -354,17 +354,16 @@ class TransformerConfig:
 
     # ----- memory -----------------------------------------------------------------------------------
 
-    def kv_cache_bytes_per_token(self, bytes_per_value: float = 2) -> float:
-        """Bytes of keys and values cached for one token of one sequence (bytes).
+    def kv_cache_bytes_per_token(self, dtype: str = "bf16") -> float:
+        """Bytes of keys and values cached for one token of one sequence, in `dtype` (bytes).
 
-        kv = 2 (K and V) * L * K * H * bytes_per_value  (2 for bf16, 1 for int8)
+        kv = 2 (K and V) * L * K * H * p, p the bytes of a `dtype` value (2 for bf16, 1 for int8)
         Book: Part 4 (Transformers), "Key-Value (KV) caching"; Part 7, "What about memory?".
 
         Raises:
-            ValueError: bytes_per_value not positive.
+            ValueError: an unknown dtype (`checks.DTYPES`).
         """
-        checks.positive("bytes_per_value", bytes_per_value)
-        return 2 * self.n_layers * self.n_kv_heads * self.head_dim * bytes_per_value
+        return 2 * self.n_layers * self.n_kv_heads * self.head_dim * checks.dtype_bytes(dtype)
 
     def saved_values_per_token_layer(
         self, remat: str = "block", *, checkpoints_per_layer: float | None = None
@@ -426,42 +425,40 @@ class TransformerConfig:
         self,
         *,
         batch_tokens: float,
-        bytes_per_param: float = 2,
-        bytes_per_grad: float = 2,
+        param_dtype: str = "bf16",
+        grad_dtype: str | None = "bf16",
         optimizer_bytes_per_param: float = 8,
-        bytes_per_activation: float = 2,
+        activation_dtype: str = "bf16",
         remat: str = "block",
         checkpoints_per_layer: float | None = None,
     ) -> TrainingMemory:
         """Bytes a training step holds across all chips, by kind (bytes).
 
-        params_bytes      = P * bytes_per_param            (P = param_count(), every expert)
-        grads_bytes       = P * bytes_per_grad
+        params_bytes      = P * bytes of param_dtype       (P = param_count(), every expert)
+        grads_bytes       = P * bytes of grad_dtype        (0 when grad_dtype is None)
         optimizer_bytes   = P * optimizer_bytes_per_param  (Adam: two fp32 moments = 8)
-        activations_bytes = batch_tokens * L * saved_values_per_token_layer(remat) * bytes_per_activation
-        The book's tallies (Part 5 Question 2, Part 6) count no gradients: pass bytes_per_grad=0 to match
+        activations_bytes = batch_tokens * L * saved_values_per_token_layer(remat) * bytes of activation_dtype
+        The book's tallies (Part 5 Question 2, Part 6) count no gradients: pass grad_dtype=None to match
         them. Logits, softmax buffers and other temporaries that the policy does not name are left out.
         Book: Part 4 (Transformers), "Gradient checkpointing"; Part 6, "Counting parameters and FLOPs".
 
         Args:
             batch_tokens: tokens per step, B * T (count, >= 0).
-            bytes_per_param, bytes_per_grad: 2 for bf16, 4 for fp32 (bytes, >= 0).
+            param_dtype, grad_dtype: dtypes of the weights and gradients (`checks.DTYPES`; grad_dtype
+                None: no gradients kept).
             optimizer_bytes_per_param: optimizer state per parameter (bytes, >= 0; 8 for Adam in fp32).
-            bytes_per_activation: width of a saved activation value (bytes, >= 0).
+            activation_dtype: the dtype of a saved activation value.
             remat: one of `REMAT_POLICIES`, see `saved_values_per_token_layer`.
             checkpoints_per_layer: D-wide arrays saved per layer, only with remat="custom".
 
         Raises:
-            ValueError: a negative amount or an unknown policy.
+            ValueError: a negative amount, an unknown dtype or an unknown policy.
         """
-        for name, value in (
-            ("batch_tokens", batch_tokens),
-            ("bytes_per_param", bytes_per_param),
-            ("bytes_per_grad", bytes_per_grad),
-            ("optimizer_bytes_per_param", optimizer_bytes_per_param),
-            ("bytes_per_activation", bytes_per_activation),
-        ):
-            checks.non_negative(name, value)
+        checks.non_negative("batch_tokens", batch_tokens)
+        checks.non_negative("optimizer_bytes_per_param", optimizer_bytes_per_param)
+        bytes_per_param = checks.dtype_bytes(param_dtype, "param_dtype")
+        bytes_per_grad = 0.0 if grad_dtype is None else checks.dtype_bytes(grad_dtype, "grad_dtype")
+        bytes_per_activation = checks.dtype_bytes(activation_dtype, "activation_dtype")
         saved = self.saved_values_per_token_layer(remat, checkpoints_per_layer=checkpoints_per_layer)
         n_params = self.param_count()
         return TrainingMemory(
@@ -476,63 +473,60 @@ class TransformerConfig:
 # ----- attention and mixture-of-experts arithmetic ----------------------------------------------------
 
 
-def attention_cost(
-    T: int, S: int, *, n_heads: int, n_kv_heads: int, head_dim: int, bytes_per_value: float = 2
-) -> OpCost:
+def attention_cost(T: int, S: int, *, n_heads: int, n_kv_heads: int, head_dim: int, dtype: str = "bf16") -> OpCost:
     """FLOPs and HBM bytes of dot-product attention for one sequence and one layer (QK^T, then AV).
 
     flops = 4 T S N H (two matmuls of 2 T S H per query head);
-    bytes = bytes_per_value (2 T N H + 2 S K H): read Q, write the output; read K and V once each.
-    With G = N / K query heads per KV head, the intensity is T S G / ((T G + S) bytes_per_value / 2)
+    bytes = p (2 T N H + 2 S K H), p the bytes of a `dtype` value: read Q, write the output; read K
+    and V once each. With G = N / K query heads per KV head, the intensity is T S G / ((T G + S) p / 2)
     per KV head: about T when S >> T G (decode: one query, intensity about G), and T G / (G + 1) at
     S = T (prefill). The scores stay on chip (a flash-attention kernel), so they cost no HBM bytes.
     Book: Part 4 (Transformers), "What about attention?"; Part 7 (Inference), "attention intensity".
 
     Raises:
-        ValueError: a length or head count that is not a count, K not dividing N, a non-positive width.
+        ValueError: a length or head count that is not a count, K not dividing N, an unknown dtype.
     """
     for name, value in (("T", T), ("S", S), ("n_heads", n_heads), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim)):
         checks.count(name, value)
-    checks.positive("bytes_per_value", bytes_per_value)
+    bytes_per_value = checks.dtype_bytes(dtype)
     if n_heads % n_kv_heads:
         raise ValueError(f"n_kv_heads={n_kv_heads!r}: does not divide n_heads={n_heads}; allowed: a divisor")
     flops = 4.0 * T * S * n_heads * head_dim
     return OpCost(flops=flops, bytes=float(bytes_per_value * (2 * T * n_heads + 2 * S * n_kv_heads) * head_dim))
 
 
-def score_bytes(q_len: int, k_len: int, *, block_size: int | None = None, bytes_per_value: float = 4) -> float:
-    """Bytes of attention scores held at once for one head (bytes).
+def score_bytes(q_len: int, k_len: int, *, block_size: int | None = None, dtype: str = "fp32") -> float:
+    """Bytes of attention scores held at once for one head, in `dtype` (bytes; p the bytes of a value).
 
-    naive: q_len * k_len * bytes_per_value; blockwise (flash): q_len * block_size * bytes_per_value.
+    naive: q_len * k_len * p; blockwise (flash): q_len * block_size * p.
     Book: Part 4 (Transformers), Appendix A.
 
     Raises:
-        ValueError: a length or block size that is not a count, or a non-positive width.
+        ValueError: a length or block size that is not a count, or an unknown dtype.
     """
     checks.count("q_len", q_len)
     checks.count("k_len", k_len)
     width = k_len if block_size is None else checks.count("block_size", block_size)
-    checks.positive("bytes_per_value", bytes_per_value)
-    return float(q_len * width * bytes_per_value)
+    return float(q_len * width * checks.dtype_bytes(dtype))
 
 
 def moe_critical_batch(
-    n_experts: int, experts_per_token: int, flops_per_s: float, bytes_per_s: float, *, bytes_per_weight: float = 1
+    n_experts: int, experts_per_token: int, flops_per_s: float, bytes_per_s: float, *, weight_dtype: str = "int8"
 ) -> float:
     """Tokens per batch above which an MoE layer's expert matmuls are compute-bound (tokens).
 
     Each expert holds D F weights and sees k B / E of the B tokens: 2 (k B / E) D F FLOPs over
-    bytes_per_weight D F bytes, so the intensity 2 k B / (E bytes_per_weight) passes the chip's
-    critical intensity flops_per_s / bytes_per_s at
-        B* = (flops_per_s / bytes_per_s) * E * bytes_per_weight / (2 k)
+    p D F bytes (p the bytes of a `weight_dtype` value), so the intensity 2 k B / (E p) passes the
+    chip's critical intensity flops_per_s / bytes_per_s at
+        B* = (flops_per_s / bytes_per_s) * E * p / (2 k)
     (activations neglected, B << D, F). Book: Part 4 (Transformers), "Sparsity and Mixture-of-Experts".
 
     Raises:
-        ValueError: k not in 1..E, or a non-positive rate or width.
+        ValueError: k not in 1..E, a non-positive rate, or an unknown dtype.
     """
     checks.count("n_experts", n_experts)
     checks.count("experts_per_token", experts_per_token)
     if experts_per_token > n_experts:
         raise ValueError(f"experts_per_token={experts_per_token!r}: more than n_experts={n_experts}; allowed: 1..E")
     ridge = checks.positive("flops_per_s", flops_per_s) / checks.positive("bytes_per_s", bytes_per_s)
-    return ridge * n_experts * checks.positive("bytes_per_weight", bytes_per_weight) / (2 * experts_per_token)
+    return ridge * n_experts * checks.dtype_bytes(weight_dtype, "weight_dtype") / (2 * experts_per_token)

@@ -54,15 +54,15 @@ def test_bad_shapes_and_blocks_are_rejected():
         attention.naive_attention(q, k, v[:64])
     with pytest.raises(ValueError, match="q_len=0"):
         transformer.score_bytes(0, 8)
-    with pytest.raises(ValueError, match="bytes_per_value=0"):
-        transformer.score_bytes(8, 8, bytes_per_value=0)
+    with pytest.raises(ValueError, match="dtype='fp7': unknown dtype"):
+        transformer.score_bytes(8, 8, dtype="fp7")
     with pytest.raises(ValueError, match="layer_params"):
         attention.stack_loss([], jnp.ones((8, SMALL.d_model)), SMALL)
 
 
 def test_score_bytes():
     assert transformer.score_bytes(1024, 4096) == 1024 * 4096 * 4
-    assert transformer.score_bytes(1024, 4096, block_size=128, bytes_per_value=2) == 1024 * 128 * 2
+    assert transformer.score_bytes(1024, 4096, block_size=128, dtype="bf16") == 1024 * 128 * 2
 
 
 def test_layer_flops_match_book_lib_within_two_percent():

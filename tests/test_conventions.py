@@ -12,14 +12,12 @@ import re
 
 import pytest
 
-from book_lib import bounds, gpu, inference, parallelism, planner, training
+from book_lib import bounds, gpu, inference, parallelism, planner, training, transformer
 
 MODULES = (bounds, training, planner, inference, gpu, parallelism)
 LEADING = ("model", "chip", "layout", "n_chips")
 # Arguments that would carry a dtype's size as a number instead of naming the dtype.
-BYTE_SIZES = re.compile(
-    r"^(weight|kv|act|param|grad)_bytes$|^bytes_per_(value|param|grad|weight)$|dtype_bytes|_bytes_per_param$"
-)
+BYTE_SIZES = re.compile(r"^(weight|kv|act|param|grad)_bytes$|^bytes_per_(value|param|grad|weight)$|dtype_bytes")
 
 
 def _functions():
@@ -80,3 +78,14 @@ def test_the_rule_catches_the_old_signatures():
     ]
     assert _violations(memory_per_chip) == ["mesh is positional", "batch_tokens is positional"]
     assert _violations(step_time) == ["leading arguments out of order: ['model', 'chip', 'n_chips', 'layout']"]
+
+
+def test_the_transformer_counts_name_their_dtypes_too():
+    methods = [
+        fn for name, fn in inspect.getmembers(transformer.TransformerConfig, inspect.isfunction) if name[0] != "_"
+    ]
+    functions = [getattr(transformer, name) for name in transformer.__all__]
+    counted = [fn for fn in (*methods, *functions) if inspect.isfunction(fn)]
+    assert len(counted) > 10
+    dtype_rules = [(fn.__name__, v) for fn in counted for v in _violations(fn) if "sizes a dtype" in v or "dtype=" in v]
+    assert dtype_rules == []

@@ -78,7 +78,7 @@ def test_int8_weights_are_within_half_a_step_and_decode_alike(params, prompt):
 def test_cache_size_matches_the_cost_model():
     cache = decode.init_cache(CONFIG, 3, 10)
     nbytes = cache["k"].nbytes + cache["v"].nbytes
-    assert nbytes == CONFIG.kv_cache_bytes_per_token(4) * 3 * 10
+    assert nbytes == CONFIG.kv_cache_bytes_per_token("fp32") * 3 * 10
 
 
 @pytest.mark.parametrize(

@@ -54,7 +54,9 @@ def test_step_terms_follow_their_formulas():
     step = inference.decode_step_time(model, "h100", 1, batch=64, context_len=4096)
     assert step.t_ici == 0
     assert step.t_math == pytest.approx(2 * 64 * model.active_param_count() / get_chip("h100").bf16_flops_per_s)
-    assert step.t_kv == pytest.approx(64 * 4096 * model.kv_cache_bytes_per_token(2) / get_chip("h100").hbm_bytes_per_s)
+    assert step.t_kv == pytest.approx(
+        64 * 4096 * model.kv_cache_bytes_per_token("bf16") / get_chip("h100").hbm_bytes_per_s
+    )
     assert step.t_lower == step.t_kv + max(step.t_weights, step.t_math)
     assert step.t_upper == pytest.approx(step.t_kv + step.t_weights + step.t_math)
     big = inference.decode_step_time(model, "h100", 1, batch=4096, context_len=128)
@@ -241,7 +243,7 @@ def test_step_time_from_sizes_gives_the_pop_quiz_and_matches_the_model_form():
     )
     raw = inference.decode_step_time_from_sizes(
         param_count=model.param_count(),
-        kv_bytes_per_token=model.kv_cache_bytes_per_token(1),
+        kv_bytes_per_token=model.kv_cache_bytes_per_token("int8"),
         chip="tpu-v5e",
         n_chips=1,
         batch=8,

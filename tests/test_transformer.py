@@ -222,8 +222,8 @@ def test_attention_crossover_matches_book_rules():
 def test_kv_cache_llama3_70b():
     model = get_model("llama-3-70b")
     assert model.kv_cache_bytes_per_token() == 80 * 8 * 128 * 2 * 2 == 327_680
-    assert model.kv_cache_bytes_per_token(1) == 163_840  # int8
-    assert get_model("book-ch4-q1").kv_cache_bytes_per_token(1) == 2 * 64 * 4096  # 512 KiB
+    assert model.kv_cache_bytes_per_token("int8") == 163_840  # int8
+    assert get_model("book-ch4-q1").kv_cache_bytes_per_token("int8") == 2 * 64 * 4096  # 512 KiB
 
 
 def test_saved_values_per_policy_by_hand():
@@ -250,7 +250,7 @@ def test_training_memory_book_activation_example():
 def test_training_memory_llama3_70b_part6():
     # bf16 params (2 B), Adam fp32 (8 B), no gradients, 4 D-wide checkpoints per layer, 4e6 tokens.
     mem = get_model("llama-3-70b").training_memory(
-        batch_tokens=4e6, bytes_per_grad=0, remat="custom", checkpoints_per_layer=4
+        batch_tokens=4e6, grad_dtype=None, remat="custom", checkpoints_per_layer=4
     )
     assert isinstance(mem, TrainingMemory)
     assert mem.params_bytes == 2 * 70_553_706_496
@@ -350,9 +350,9 @@ def test_unknown_matmul_group_raises():
         tiny().attention_crossover_seq_len(against="mlp")
 
 
-def test_non_positive_kv_bytes_raises():
-    with pytest.raises(ValueError, match="^bytes_per_value=0: not a positive finite number"):
-        tiny().kv_cache_bytes_per_token(0)
+def test_unknown_kv_dtype_raises():
+    with pytest.raises(ValueError, match="^dtype='fp7': unknown dtype; closest: fp8"):
+        tiny().kv_cache_bytes_per_token("fp7")
 
 
 def test_unknown_remat_raises():
@@ -372,13 +372,17 @@ def test_negative_checkpoints_raises():
         tiny().training_memory(batch_tokens=1, remat="custom", checkpoints_per_layer=-1)
 
 
-@pytest.mark.parametrize(
-    "field", ["batch_tokens", "bytes_per_param", "bytes_per_grad", "optimizer_bytes_per_param", "bytes_per_activation"]
-)
+@pytest.mark.parametrize("field", ["batch_tokens", "optimizer_bytes_per_param"])
 def test_negative_memory_amount_raises(field):
     kwargs = {"batch_tokens": 1, field: -1}
     with pytest.raises(ValueError, match=f"^{field}=-1: not a non-negative"):
         tiny().training_memory(**kwargs)
+
+
+@pytest.mark.parametrize("field", ["param_dtype", "grad_dtype", "activation_dtype"])
+def test_unknown_memory_dtype_raises(field):
+    with pytest.raises(ValueError, match=f"^{field}='fp7': unknown dtype; closest: fp8"):
+        tiny().training_memory(batch_tokens=1, **{field: "fp7"})
 
 
 def test_unknown_model_lists_close_matches():

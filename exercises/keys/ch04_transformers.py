@@ -219,7 +219,7 @@ def _unembed_training_flops(B: int, T: int, D: int, V: int) -> float:
 
 def _moe_batch(E: int, k: int, flops_per_s: float, bytes_per_s: float) -> float:
     # int8 weights (E D F bytes), bf16 compute (2 k B D F FLOPs): 2 k B / E > ridge
-    return transformer.moe_critical_batch(E, k, flops_per_s, bytes_per_s, bytes_per_weight=1)
+    return transformer.moe_critical_batch(E, k, flops_per_s, bytes_per_s, weight_dtype="int8")
 
 
 def _attention_inputs(sizes: tuple[int, int, int, int], n: int, seed: int):
@@ -255,9 +255,7 @@ KEYS = {
         names=("kv_cache_bytes",),
         kind="value",
         rel_tol=1e-3,
-        expected=lambda layers, kh, seq: {
-            "kv_cache_bytes": _mha(layers, kh).kv_cache_bytes_per_token(bytes_per_value=1) * seq
-        },
+        expected=lambda layers, kh, seq: {"kv_cache_bytes": _mha(layers, kh).kv_cache_bytes_per_token("int8") * seq},
         params={"layers": 64, "kh": 8192, "seq": 8192},
         draw=_draw_kv_example,
     ),
@@ -304,9 +302,7 @@ KEYS = {
         names=("kv_bytes_per_token_q1",),
         kind="value",
         rel_tol=1e-3,
-        expected=lambda layers, d, h: {
-            "kv_bytes_per_token_q1": _mha(layers, d, h=h).kv_cache_bytes_per_token(bytes_per_value=1)
-        },
+        expected=lambda layers, d, h: {"kv_bytes_per_token_q1": _mha(layers, d, h=h).kv_cache_bytes_per_token("int8")},
         params={"layers": Q1.n_layers, "d": Q1.d_model, "h": Q1.head_dim},
         draw=_draw_q1_kv,
     ),

@@ -93,7 +93,7 @@ def _draw_pop_quiz(r: random.Random) -> dict:
 
 def _kv_13b(layers: int, k: int, h: int, seq: int) -> dict[str, float]:
     model = dataclasses.replace(models.get_model("llama-2-13b"), n_layers=layers, n_kv_heads=k, head_dim=h)
-    return {"kv_cache_bytes_13b": model.kv_cache_bytes_per_token(2) * seq}
+    return {"kv_cache_bytes_13b": model.kv_cache_bytes_per_token("bf16") * seq}
 
 
 def _draw_kv_13b(r: random.Random) -> dict:
@@ -130,7 +130,7 @@ def _serving_table(model: str, chips: int, context: int, **sizes) -> dict[str, f
     def step(batch: int) -> inference.DecodeStep:
         return inference.decode_step_time_from_sizes(
             param_count=config.param_count(),
-            kv_bytes_per_token=config.kv_cache_bytes_per_token(2),
+            kv_bytes_per_token=config.kv_cache_bytes_per_token("bf16"),
             chip="tpu-v5e",
             n_chips=chips,
             batch=batch,
@@ -156,7 +156,7 @@ def _serves_one(v: dict) -> bool:
 
 def _params_and_kv(**m) -> dict[str, float]:
     model = _model(**m)
-    return {"params_71": model.param_count(), "kv_bytes_per_token_71": model.kv_cache_bytes_per_token(1)}
+    return {"params_71": model.param_count(), "kv_bytes_per_token_71": model.kv_cache_bytes_per_token("int8")}
 
 
 def _text_params_71(**m) -> dict[str, float]:
@@ -164,7 +164,7 @@ def _text_params_71(**m) -> dict[str, float]:
     layers, d, f, n, k, h, v = (m[x] for x in ("layers", "d", "f", "n", "k", "h", "v"))
     return {
         "params_71": layers * d * (3 * f + 2 * h * (n + k)) + d * v,
-        "kv_bytes_per_token_71": _model(**m).kv_cache_bytes_per_token(1),
+        "kv_bytes_per_token_71": _model(**m).kv_cache_bytes_per_token("int8"),
     }
 
 
@@ -195,9 +195,9 @@ def _moe(e: int, top_k: int, **m) -> dict[str, float]:
         "moe_params": model.param_count(),
         # bf16 weights and FLOPs: each expert sees k B / E tokens
         "moe_critical_batch": transformer.moe_critical_batch(
-            e, top_k, chip.bf16_flops_per_s, chip.hbm_bytes_per_s, bytes_per_weight=2
+            e, top_k, chip.bf16_flops_per_s, chip.hbm_bytes_per_s, weight_dtype="bf16"
         ),
-        "moe_kv_bytes_per_token": model.kv_cache_bytes_per_token(1),
+        "moe_kv_bytes_per_token": model.kv_cache_bytes_per_token("int8"),
         "moe_flops_per_token": 2 * model.active_param_count(),
     }
 

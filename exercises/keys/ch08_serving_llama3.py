@@ -6,7 +6,7 @@ import dataclasses
 import math
 import random
 
-from book_lib import bounds, checks, hardware, inference, models, roofline, topology, transformer
+from book_lib import bounds, hardware, inference, models, roofline, topology, transformer
 from exercises.keys import JaxCheck, Key
 
 # Dense models with a gated MLP, untied embeddings and two norms per layer, as a statement names them,
@@ -67,7 +67,7 @@ def _draw_prices(r: random.Random) -> dict:
 
 
 def _kv_sizes(context: int, batch: int, **m) -> dict[str, float]:
-    per_token = _named(**m).kv_cache_bytes_per_token(1)
+    per_token = _named(**m).kv_cache_bytes_per_token("int8")
     return {
         "kv_bytes_per_token_int8": per_token,
         "kv_bytes_per_sequence": per_token * context,
@@ -103,7 +103,7 @@ def _step(model: transformer.TransformerConfig, chip, n_chips: int, batch: int, 
     """Equation (4) of Part 7: t_kv + max(t_weights, t_math), weights and caches in dtype w."""
     return inference.decode_step_time_from_sizes(
         param_count=model.param_count(),
-        kv_bytes_per_token=model.kv_cache_bytes_per_token(checks.dtype_bytes(w)),
+        kv_bytes_per_token=model.kv_cache_bytes_per_token(w),
         chip=chip,
         n_chips=n_chips,
         batch=batch,
