@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -23,29 +24,61 @@ from book_lib.hardware import get_chip
 from book_lib.models import get_model
 
 _SUFFIXES = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+# What no machine or run has reached: beyond these the models answer with nonsense (a step of 1e30 tokens,
+# 0 % MFU on millions of chips), so the commands refuse them. The largest accelerator clusters described
+# in public hold a few hundred thousand chips, and the largest published batches tens of millions of tokens.
+MAX_CHIPS = 2**20
+MAX_BATCH_TOKENS = 2**30
+# Each option's own examples, for its error message.
+_EXAMPLES = {
+    "--chips": "8960, 4K (4 * 2**10), 8.96e3",
+    "--batch-tokens": "4194304, 4M (4 * 2**20), 4.2e6",
+    "--seq": "4096, 8K",
+    "--context": "8192, 32K",
+    "--batches": "1,8,64",
+}
 
 
-def parse_count(text: str) -> int:
-    """A token count written as `4194304`, `4M` (K, M, G, T are powers of 2: 4M = 4 * 2**20, the text's
-    1024 sequences of 4096) or `4.2e6`; it must come out a whole number.
+def parse_count(text: str, arg: str = "count") -> int:
+    """A count written as `4194304`, `4M` (K, M, G, T are powers of 2: 4M = 4 * 2**20, the text's
+    1024 sequences of 4096) or `4.2e6`; it must come out a whole number >= 1. `arg` names it in errors.
 
     Raises:
-        ValueError: text that is none of these, or not a whole number of tokens.
+        ValueError: text that is none of these, or not a whole number >= 1.
     """
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgt]?)\s*", text.lower())
+    allowed = _EXAMPLES.get(arg, "4194304, 4M (4 * 2**20), 4.2e6")
+    match = re.fullmatch(r"\s*(-?[0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgt]?)\s*", text.lower())
     if match is None:
-        raise ValueError(f"count={text!r}: not a number; allowed: 4194304, 4M (4 * 2**20), 4.2e6")
+        raise ValueError(f"{arg}={text!r}: not a number; allowed: {allowed}")
     value = float(match.group(1)) * _SUFFIXES[match.group(2)]
     if value != int(value) or value < 1:
-        raise ValueError(f"count={text!r}: not a whole number >= 1; allowed: 4194304, 4M (4 * 2**20), 4.2e6")
+        raise ValueError(f"{arg}={text!r}: not a whole number >= 1; allowed: {allowed}")
     return int(value)
 
 
-def _count_arg(text: str) -> int:
-    try:
-        return parse_count(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+def _count(arg: str) -> Callable[[str], int]:
+    """An argparse type that parses `arg`'s count, with `arg`'s own message."""
+
+    def parse(text: str) -> int:
+        try:
+            return parse_count(text, arg)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return parse
+
+
+def _check_scale(model: str, *, chips: int, tokens: int, arg: str, batch_tokens: int | None = None) -> None:
+    """Refuse what no machine or model can be: more chips than `MAX_CHIPS`, a batch over `MAX_BATCH_TOKENS`,
+    a sequence or context longer than the model's positions (`TransformerConfig.check_positions`)."""
+    if chips > MAX_CHIPS:
+        raise ValueError(f"--chips={chips}: more chips than any system built; allowed: up to {MAX_CHIPS:,}")
+    if batch_tokens is not None and batch_tokens > MAX_BATCH_TOKENS:
+        raise ValueError(
+            f"--batch-tokens={batch_tokens:.4g}: more tokens per step than any published run; "
+            f"allowed: up to {MAX_BATCH_TOKENS:,} (1G)"
+        )
+    get_model(model, arg="model").check_positions(arg, tokens)
 
 
 # ----- plan ------------------------------------------------------------------------------------------
@@ -60,9 +93,11 @@ def _add_plan(commands: Any) -> None:
     )
     plan.add_argument("--model", required=True, help="a book_lib.transformer preset, e.g. llama3-70b")
     plan.add_argument("--chip", required=True, help="a book_lib.hardware chip, e.g. tpu-v5p")
-    plan.add_argument("--chips", required=True, type=_count_arg, help="number of chips: a slice, or whole pods")
-    plan.add_argument("--batch-tokens", required=True, type=_count_arg, help="tokens per step, e.g. 4M (4 * 2**20)")
-    plan.add_argument("--seq", required=True, type=_count_arg, help="tokens per sequence, e.g. 4096")
+    plan.add_argument("--chips", required=True, type=_count("--chips"), help="number of chips: a slice, or whole pods")
+    plan.add_argument(
+        "--batch-tokens", required=True, type=_count("--batch-tokens"), help="tokens per step, e.g. 4M (4 * 2**20)"
+    )
+    plan.add_argument("--seq", required=True, type=_count("--seq"), help="tokens per sequence, e.g. 4096")
     plan.add_argument("--checkpoints", type=float, default=4, help="D-wide activations saved per layer (default 4)")
     plan.add_argument("--top", type=int, default=10, help="rows of the table to print (default 10; 0: all)")
     plan.add_argument("--json", action="store_true", help="print every scheme as JSON instead of a table")
@@ -126,10 +161,25 @@ def _plan_json(plan: planner.TrainingPlan) -> str:
     return json.dumps({**head, "entries": [_entry_json(e) for e in plan.entries]}, indent=2)
 
 
+def _nothing_fits(plan: planner.TrainingPlan) -> list[str]:
+    """The headline when even the best layout overflows HBM, with what would make it fit; else none."""
+    memory = plan.best.memory
+    if memory.fits is not False:
+        return []
+    short = memory.total_bytes / (memory.hbm_bytes or 1)
+    return [
+        f"NOTHING FITS: the best layout needs {memory.total_bytes / 1e9:,.1f} GB per chip of "
+        f"{(memory.hbm_bytes or 0) / 1e9:,.1f} GB. Try about {math.ceil(short)}x the chips, or fewer tokens "
+        "per step (--batch-tokens), or fewer checkpoints per layer (--checkpoints).",
+        "",
+    ]
+
+
 def _plan_table(plan: planner.TrainingPlan, top: int) -> str:
     pods = f"{plan.pods} pods of " if plan.pods > 1 else "one slice "
     shape = "x".join(str(s) for s in plan.slice_shape)
     lines = [
+        *_nothing_fits(plan),
         f"{plan.model} on {plan.n_chips:,} {plan.chip} ({pods}{shape}), {plan.batch_tokens:,} tokens per step "
         f"({plan.batch_tokens // plan.seq_len:,} sequences of {plan.seq_len:,})",
         f"text's FSDP degree for FSDP+TP: X_opt = sqrt(B M_X N / (F M_Y)) = {plan.text_fsdp_degree:,.0f} "
@@ -151,6 +201,7 @@ def _plan_table(plan: planner.TrainingPlan, top: int) -> str:
 
 
 def _plan(args: argparse.Namespace) -> str:
+    _check_scale(args.model, chips=args.chips, tokens=args.seq, arg="--seq", batch_tokens=args.batch_tokens)
     plan = planner.plan_training(
         args.model,
         args.chip,
@@ -173,8 +224,8 @@ def _add_serve(commands: Any) -> None:
     )
     serve.add_argument("--model", required=True, help="a book_lib.transformer preset, e.g. llama3-70b")
     serve.add_argument("--chip", required=True, help="a book_lib.hardware chip, e.g. tpu-v5e")
-    serve.add_argument("--chips", required=True, type=_count_arg, help="chips of one slice, e.g. 8 (a 2x4)")
-    serve.add_argument("--context", required=True, type=_count_arg, help="tokens in each KV cache, e.g. 8192")
+    serve.add_argument("--chips", required=True, type=_count("--chips"), help="chips of one slice, e.g. 8 (a 2x4)")
+    serve.add_argument("--context", required=True, type=_count("--context"), help="tokens in each KV cache, e.g. 8192")
     serve.add_argument("--dtype", choices=inference.SERVING_DTYPES, default="bf16", help="weights and KV cache")
     serve.add_argument("--batches", help="comma-separated batch sizes (default: powers of 2 up to the largest fit)")
     serve.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
@@ -182,9 +233,10 @@ def _add_serve(commands: Any) -> None:
 
 
 def _serve_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+    _check_scale(args.model, chips=args.chips, tokens=args.context, arg="--context")
     dtypes = {"weight_dtype": args.dtype, "kv_dtype": args.dtype}
     if args.batches:
-        batches = [parse_count(b) for b in args.batches.split(",")]
+        batches = [parse_count(b, "--batches") for b in args.batches.split(",")]
     else:
         largest = inference.max_batch(args.model, args.chip, args.chips, context_len=args.context, **dtypes)
         batches = [2**i for i in range(max(largest, 1).bit_length())]
@@ -206,11 +258,29 @@ def _serve_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def _serve_nothing_fits(args: argparse.Namespace, rows: list[dict[str, Any]]) -> list[str]:
+    """The headline when no batch fits in HBM, with the slice that would hold one sequence; else none."""
+    if any(r["fits"] for r in rows):
+        return []
+    dtypes = {"weight_dtype": args.dtype, "kv_dtype": args.dtype}
+    try:
+        chips = inference.min_chips(args.model, args.chip, batch=1, context_len=args.context, **dtypes)
+        need = f"a slice of {chips} chips"
+    except ValueError:
+        need = "more than a whole pod"
+    return [
+        f"NOTHING FITS: one sequence of {args.context:,} tokens needs {need} in {args.dtype}; "
+        "try more --chips, a smaller --dtype or a shorter --context.",
+        "",
+    ]
+
+
 def _serve(args: argparse.Namespace) -> str:
     rows = _serve_rows(args)
     if args.json:
         return json.dumps(rows, indent=2)
     lines = [
+        *_serve_nothing_fits(args, rows),
         f"{get_model(args.model, arg='model').name} on {args.chips} {get_chip(args.chip, arg='chip').name}, "
         f"{args.context:,}-token context, {args.dtype} weights and KV cache",
         "",

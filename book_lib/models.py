@@ -33,19 +33,39 @@ def _llama(name: str, repo: str, L: int, D: int, F: int, N: int, K: int, V: int,
 
 
 _ALL = (
-    _llama("llama-2-7b", "meta-llama/Llama-2-7b-hf", 32, 4096, 11008, 32, 32, 32000),
-    _llama("llama-2-13b", "meta-llama/Llama-2-13b-hf", 40, 5120, 13824, 40, 40, 32000),
-    _llama("llama-2-70b", "meta-llama/Llama-2-70b-hf", 80, 8192, 28672, 64, 8, 32000),
-    _llama("llama-3-8b", "meta-llama/Meta-Llama-3-8B", 32, 4096, 14336, 32, 8, 128256),
-    _llama("llama-3-70b", "meta-llama/Meta-Llama-3-70B", 80, 8192, 28672, 64, 8, 128256),
-    _llama("llama-3.1-405b", "meta-llama/Llama-3.1-405B", 126, 16384, 53248, 128, 8, 128256),
-    _llama("mistral-7b", "mistralai/Mistral-7B-v0.1", 32, 4096, 14336, 32, 8, 32000),
+    _llama("llama-2-7b", "meta-llama/Llama-2-7b-hf", 32, 4096, 11008, 32, 32, 32000, max_positions=4096),
+    _llama("llama-2-13b", "meta-llama/Llama-2-13b-hf", 40, 5120, 13824, 40, 40, 32000, max_positions=4096),
+    _llama("llama-2-70b", "meta-llama/Llama-2-70b-hf", 80, 8192, 28672, 64, 8, 32000, max_positions=4096),
+    _llama("llama-3-8b", "meta-llama/Meta-Llama-3-8B", 32, 4096, 14336, 32, 8, 128256, max_positions=8192),
+    _llama("llama-3-70b", "meta-llama/Meta-Llama-3-70B", 80, 8192, 28672, 64, 8, 128256, max_positions=8192),
+    _llama("llama-3.1-405b", "meta-llama/Llama-3.1-405B", 126, 16384, 53248, 128, 8, 128256, max_positions=131072),
+    _llama("mistral-7b", "mistralai/Mistral-7B-v0.1", 32, 4096, 14336, 32, 8, 32000, max_positions=32768),
     _llama(
-        "mixtral-8x7b", "mistralai/Mixtral-8x7B-v0.1", 32, 4096, 14336, 32, 8, 32000, n_experts=8, experts_per_token=2
-    ),
+        "mixtral-8x7b",
+        "mistralai/Mixtral-8x7B-v0.1",
+        32,
+        4096,
+        14336,
+        32,
+        8,
+        32000,
+        n_experts=8,
+        experts_per_token=2,
+        max_positions=32768,
+    ),  # fmt: skip
     _llama(
-        "gemma-2-27b", "google/gemma-2-27b", 46, 4608, 36864, 32, 16, 256000, tied_embeddings=True, norms_per_layer=4
-    ),
+        "gemma-2-27b",
+        "google/gemma-2-27b",
+        46,
+        4608,
+        36864,
+        32,
+        16,
+        256000,
+        tied_embeddings=True,
+        norms_per_layer=4,
+        max_positions=8192,
+    ),  # fmt: skip
     _llama("qwen2.5-72b", "Qwen/Qwen2.5-72B", 80, 8192, 29568, 64, 8, 152064, qkv_bias=True),
     # Worked problems of the book. Part 4 Q1: D = 4096, F = 4D, V = 32,000, L = 64, MHA with N H = D
     # (we pick N = 32, H = 128); untied, one D-wide norm per layer as in the book's "Other: D" row.

@@ -66,6 +66,8 @@ class TransformerConfig:
         experts_per_token: k, experts each token is routed to (k <= E).
         qkv_bias: the q, k and v projections carry a bias vector.
         norms_per_layer: D-wide norm scale vectors per block (2 for pre-norm, 4 for Gemma 2's sandwich norm).
+        max_positions: positions the model was trained for (config.json's max_position_embeddings): the
+            longest sequence or context it takes; None when unknown (no limit is checked).
         name: preset name (`"llama-3-70b"`), empty for ad-hoc configs.
         source: where the numbers come from (the Hugging Face config.json URL for released models).
 
@@ -89,6 +91,7 @@ class TransformerConfig:
     experts_per_token: int = 1
     qkv_bias: bool = False
     norms_per_layer: int = 2
+    max_positions: int | None = None
     name: str = ""
     source: str = ""
 
@@ -108,6 +111,8 @@ class TransformerConfig:
         for attr in sizes:
             checks.count(attr, getattr(self, attr))
         checks.count("norms_per_layer", self.norms_per_layer, minimum=0)
+        if self.max_positions is not None:
+            checks.count("max_positions", self.max_positions)
         for attr in ("tied_embeddings", "gated_mlp", "qkv_bias"):
             if not isinstance(getattr(self, attr), bool):
                 raise ValueError(f"{attr}={getattr(self, attr)!r}: not a bool{where}; allowed: True, False")
@@ -121,6 +126,21 @@ class TransformerConfig:
                 f"experts_per_token={self.experts_per_token!r}: more than n_experts={self.n_experts}{where}; "
                 f"allowed: 1 .. {self.n_experts}"
             )
+
+    def check_positions(self, arg: str, n_tokens: int) -> int:
+        """`n_tokens` (a sequence or context length) as a count the model has positions for.
+
+        Raises:
+            ValueError: not a count, or more tokens than `max_positions` (when known).
+        """
+        n = checks.count(arg, n_tokens)
+        if self.max_positions is not None and n > self.max_positions:
+            name = self.name or "this model"
+            raise ValueError(
+                f"{arg}={n_tokens!r}: more tokens than {name}'s {self.max_positions:,} positions; "
+                f"allowed: 1 to {self.max_positions}"
+            )
+        return n
 
     # ----- parameters -------------------------------------------------------------------------------
 

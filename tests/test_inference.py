@@ -201,7 +201,13 @@ def test_serve_command_prints_the_table_and_json(capsys):
 
 @pytest.mark.parametrize(
     ("change", "message"),
-    [(("--chips", "6"), "n_chips=6"), (("--batches", "1,x"), "count='x'"), (("--model", "llama3-71b"), "llama-3-70b")],
+    [
+        (("--chips", "6"), "n_chips=6"),
+        (("--batches", "1,x"), "--batches='x': not a number"),
+        (("--model", "llama3-71b"), "llama-3-70b"),
+        (("--context", "1e12"), "--context=1000000000000: more tokens than llama-3-70b's 8,192 positions"),
+        (("--chips", "2M"), "--chips=2097152: more chips than any system built"),
+    ],
 )
 def test_serve_command_refuses_bad_input_in_one_line(capsys, change, message):
     from book_lib.__main__ import main
@@ -210,6 +216,14 @@ def test_serve_command_refuses_bad_input_in_one_line(capsys, change, message):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and "Traceback" not in err
+
+
+def test_serve_command_says_first_when_no_batch_fits(capsys):
+    from book_lib.__main__ import main
+
+    assert main(["serve", "--model", "llama3-70b", "--chip", "tpu-v5e", "--chips", "4", "--context", "8192"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("NOTHING FITS: one sequence of 8,192 tokens needs a slice of 16 chips in bf16")
 
 
 def test_step_time_from_sizes_gives_the_pop_quiz_and_matches_the_model_form():

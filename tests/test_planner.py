@@ -131,7 +131,8 @@ def test_cli_json_is_the_plan():
         (("--chip", "tpu-v9"), "error: chip='tpu-v9': unknown chip"),
         (("--chips", "9000"), "error: n_chips=9000"),
         (("--batch-tokens", "2K"), "error: batch_tokens=2048: not a whole number of sequences of 4096"),
-        (("--batch-tokens", "lots"), "count='lots': not a number"),
+        (("--batch-tokens", "lots"), "--batch-tokens='lots': not a number; allowed: 4194304, 4M"),
+        (("--chips", "-8"), "--chips='-8': not a whole number >= 1; allowed: 8960, 4K"),
     ],
 )
 def test_cli_bad_input_exits_non_zero_without_a_traceback(change, message):
@@ -157,3 +158,32 @@ def test_names_are_resolved_once_at_the_boundary(monkeypatch):
     monkeypatch.setattr(checks, "lookup", counting)
     _plan()
     assert sorted(looked_up) == [("chip", "v5p"), ("model", "llama3-70b")]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("--chips", "8960000"), "error: --chips=8960000: more chips than any system built; allowed: up to 1,048,576"),
+        (("--batch-tokens", "1e30"), "error: --batch-tokens=1e+30: more tokens per step than any published run"),
+        (("--seq", "1e12"), "error: --seq=1000000000000: more tokens than llama-3-70b's 8,192 positions"),
+    ],
+)
+def test_cli_refuses_what_no_machine_or_model_can_be(capsys, change, message):
+    from book_lib.__main__ import main
+
+    args = list(PLAN)
+    args[args.index(change[0]) + 1] = change[1]
+    assert main(args) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(message) and captured.out == ""
+
+
+def test_cli_says_first_when_nothing_fits_and_what_would(capsys):
+    from book_lib.__main__ import main
+
+    big = ["plan", "--model", "llama-3-8b", "--chip", "v5e", "--chips", "256", "--batch-tokens", "64M", "--seq", "8192"]
+    assert main(big) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("NOTHING FITS: the best layout needs ") and "x the chips" in first
+    assert main(PLAN) == 0
+    assert not capsys.readouterr().out.startswith("NOTHING FITS")

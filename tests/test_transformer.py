@@ -419,3 +419,14 @@ def test_moe_critical_batch_is_where_an_expert_matmul_turns_compute_bound():
     weight_bytes = D * F  # int8
     assert flops / weight_bytes == pytest.approx(roofline.critical_intensity("v5e"))
     assert B == pytest.approx(peak / hbm * E / (2 * k))
+
+
+def test_presets_know_their_positions_and_check_them():
+    llama = get_model("llama-3-70b")
+    assert llama.max_positions == 8192 and get_model("llama-3.1-405b").max_positions == 131072
+    assert llama.check_positions("seq_len", 8192) == 8192
+    with pytest.raises(
+        ValueError, match=r"^seq_len=8193: more tokens than llama-3-70b's 8,192 positions; allowed: 1 to 8192"
+    ):
+        llama.check_positions("seq_len", 8193)
+    assert get_model("book-ch7").check_positions("seq_len", 10**9) == 10**9  # unknown: no limit
