@@ -10,8 +10,10 @@ that all-reduce their gradients), `fsdp` (data parallelism with sharded weights,
 `place(chip, layout)` maps those degrees onto the chip's hardware; the caller names no mesh axis.
 
 * Pods (TPU) or nodes (GPU): when N is more than one ICI domain (`Chip.chips_per_pod`), the layout
-  takes N / chips_per_pod whole domains joined by the data-centre network, and data parallelism
-  spans them (`data` must be a multiple of the domain count).
+  takes N / chips_per_pod whole domains joined by the data-centre (scale-out) network. The degrees
+  that talk least span them, outermost first: data parallelism, then pipeline stages, then FSDP
+  (`Placement.dcn`; each takes the largest share of the domains it divides). Tensor, expert and
+  context parallelism stay inside a domain.
 * Inside one domain, the N_in chips are the offered slice of that size (`topology.slice_shapes`);
   the degrees that talk most take the fastest place first: tensor, then expert, context and
   pipeline are each cut out of one side of the torus (a side equal to the degree, else one it
@@ -102,8 +104,10 @@ class Placement:
         chip: the chip.
         layout: the layout placed.
         pods: ICI domains (TPU pods, GPU nodes) joined over the data-centre network (count).
-        axes: degree name -> the sizes of the ICI axes it runs over (empty for a degree of 1; for
-            "data", only its part inside one domain).
+        dcn: degree name -> how many domains it spans ("data", "pipeline", "fsdp"; 1 for the others);
+            their product is `pods`.
+        axes: degree name -> the sizes of the ICI axes it runs over inside one domain (empty for a
+            degree of 1 there).
         rings: degree name -> per axis, whether it closes into a ring (`topology.ring_flags`).
         cut: True when the degrees were cut out of the slice's sides; False when each got one axis
             (a layout whose degrees do not divide the sides, or a chip count that is no slice).
@@ -112,6 +116,7 @@ class Placement:
     chip: Chip
     layout: Layout
     pods: int
+    dcn: dict[str, int]
     axes: dict[str, tuple[int, ...]]
     rings: dict[str, tuple[bool, ...]]
     cut: bool
@@ -119,7 +124,9 @@ class Placement:
     @property
     def mesh(self) -> dict[str, int]:
         """A readable mesh: "pod" and each degree's axes ("fsdp", or "fsdp_0", "fsdp_1"), with sizes."""
-        out = {"pod": self.pods} if self.pods > 1 else {}
+        out = {f"{name}_dcn": self.dcn[name] for name in reversed(DEGREES) if self.dcn[name] > 1}
+        if self.dcn["data"] == self.pods > 1:
+            out = {"pod": self.pods}
         for name in reversed(DEGREES):
             sizes = self.axes[name]
             out |= {name if len(sizes) == 1 else f"{name}_{i}": s for i, s in enumerate(sizes)}
@@ -183,22 +190,27 @@ def _domain_shape(chip: Chip, n_chips: int) -> tuple[int, ...] | None:
     return next((s for s in topology.slice_shapes(chip) if math.prod(s) == n_chips), None)
 
 
-def _pods(chip: Chip, layout: Layout) -> int:
+_CROSSING = ("data", "pipeline", "fsdp")  # the degrees that may span ICI domains, outermost first
+
+
+def _dcn(chip: Chip, layout: Layout) -> dict[str, int]:
+    """How many ICI domains each degree spans: the domains split over data, pipeline and FSDP in turn."""
     n, per_pod = layout.n_chips, chip.chips_per_pod
-    if n <= per_pod:
-        return 1
-    if n % per_pod:
+    if n > per_pod and n % per_pod:
         raise ValueError(
             f"layout={layout!r}: {n} chips, more than a {chip.name} ICI domain and not whole ones; "
             f"allowed: at most {per_pod} chips, or a multiple of {per_pod}"
         )
-    pods = n // per_pod
-    if layout.data % pods:
+    rest, spans = max(1, n // per_pod), dict.fromkeys(DEGREES, 1)
+    for name in _CROSSING:
+        spans[name] = math.gcd(rest, getattr(layout, name))
+        rest //= spans[name]
+    if rest > 1:
         raise ValueError(
-            f"layout.data={layout.data!r}: the {pods} {chip.name} ICI domains are joined by data parallelism; "
-            f"allowed: a multiple of {pods}"
+            f"layout={layout!r}: its {n // per_pod} {chip.name} ICI domains are not spanned by data, pipeline "
+            f"and FSDP degrees; allowed: data * pipeline * fsdp a multiple of {n // per_pod}"
         )
-    return pods
+    return spans
 
 
 def place(chip: Chip | str, layout: Layout) -> Placement:
@@ -206,14 +218,14 @@ def place(chip: Chip | str, layout: Layout) -> Placement:
 
     Raises:
         ValueError: unknown chip; not a Layout; more than one ICI domain but not whole domains, or
-            data parallelism not spanning them; more ICI axes than the torus has sides.
+            domains that data, pipeline and FSDP degrees do not span; more ICI axes than the torus has sides.
     """
     chip = checks.chip(chip)
     if not isinstance(layout, Layout):
         raise ValueError(f"layout={layout!r}: not a Layout; allowed: parallelism.Layout(fsdp=..., tensor=...)")
-    pods = _pods(chip, layout)
-    degrees = {name: getattr(layout, name) for name in DEGREES}
-    degrees["data"] //= pods
+    dcn = _dcn(chip, layout)
+    pods = math.prod(dcn.values())
+    degrees = {name: getattr(layout, name) // dcn[name] for name in DEGREES}
     shape = _domain_shape(chip, layout.n_chips // pods)
     cut = None if shape is None else _on_slice(shape, degrees)
     axes = cut or {name: (d,) if d > 1 else () for name, d in degrees.items()}
@@ -225,4 +237,4 @@ def place(chip: Chip | str, layout: Layout) -> Placement:
         )
     flags = iter(topology.ring_flags(chip, sizes) if sizes else ())
     rings = {name: tuple(next(flags) for _ in axes[name]) for name in DEGREES}
-    return Placement(chip=chip, layout=layout, pods=pods, axes=axes, rings=rings, cut=cut is not None)
+    return Placement(chip=chip, layout=layout, pods=pods, dcn=dcn, axes=axes, rings=rings, cut=cut is not None)

@@ -2,7 +2,9 @@
 
 Tried on n_chips chips (one slice, or whole pods joined over DCN by data parallelism): pure DP,
 FSDP, tensor parallelism, FSDP + TP with every power-of-two tensor degree, each with 1, 2, 4 or 8
-pipeline stages (4 microbatches per stage). Only layouts whose tensor degree and stages
+pipeline stages (4 microbatches per stage). On a cluster of GPU nodes, tensor parallelism stays in
+the NVLink node and pipeline stages (up to 64), data parallelism and FSDP span the nodes over the
+scale-out network, as Megatron-style runs do (`_node_layouts`). Only layouts whose tensor degree and stages
 `parallelism.place` cuts out of one side of the slice each are kept, so every layout is a real mesh.
 Each is timed by `training.step_time` and sized by `training.memory_per_chip`; the one nearest the
 text's X_opt = sqrt(B M_X N / (F M_Y)) (`bounds.optimal_fsdp_degree`) is flagged.
@@ -119,6 +121,22 @@ def _layouts(cfg: TransformerConfig, chip: Chip, pods: int, in_pod: int) -> list
     return found
 
 
+def _node_layouts(cfg: TransformerConfig, chip: Chip, nodes: int) -> list[Layout]:
+    """GPU clusters: tensor parallelism inside the NVLink node, pipeline stages across nodes (4 microbatches
+    per stage), and the rest data parallel, FSDP, or FSDP inside the node with data parallelism across
+    (HSDP). Stages need not divide the layers (the largest stage paces the pipeline)."""
+    found, per_node = [], chip.chips_per_pod
+    for y in (t for t in (1, 2, 4, 8, 16, 32) if t <= per_node and not (cfg.n_heads % t or cfg.d_ff % t)):
+        for stages in (s for s in (1, 2, 4, 8, 16, 32, 64) if nodes % s == 0 and s <= cfg.n_layers):
+            rest = nodes * per_node // (y * stages)
+            common = {"tensor": y, "pipeline": stages, "microbatches": 4 * stages if stages > 1 else 1}
+            options = [Layout(data=rest, **common), Layout(fsdp=rest, **common)]
+            if per_node // y > 1:
+                options.append(Layout(data=rest * y // per_node, fsdp=per_node // y, **common))
+            found += [lay for lay in options if _cut(chip, lay)]
+    return found
+
+
 def _cut(chip: Chip, layout: Layout) -> bool:
     """Whether `parallelism.place` cuts the tensor degree and the stages out of one side each."""
     try:
@@ -176,7 +194,8 @@ def plan_training(
             f"batch_tokens={b!r}: not a whole number of sequences of {seq_len}; allowed: a multiple of {seq_len}"
         )
     tried = []
-    for layout in _layouts(cfg, hw, pods, n_chips // pods):
+    gpu_cluster = hw.ici_topology == "nvswitch" and pods > 1
+    for layout in _node_layouts(cfg, hw, pods) if gpu_cluster else _layouts(cfg, hw, pods, n_chips // pods):
         try:
             step = step_time(cfg, hw, layout, batch_tokens=b, seq_len=seq_len)
         except ValueError:

@@ -98,9 +98,10 @@ def _check_step(cfg: TransformerConfig, layout: Layout, batch_tokens: int, seq_l
             f"batch_tokens={b!r}: fewer tokens than {layout.batch_shards} batch shards x {layout.microbatches} "
             f"microbatches; allowed: at least {shards}"
         )
-    if cfg.n_layers % layout.pipeline:
+    if layout.pipeline > cfg.n_layers:
         raise ValueError(
-            f"layout.pipeline={layout.pipeline!r}: does not divide the {cfg.n_layers} layers; allowed: a divisor"
+            f"layout.pipeline={layout.pipeline!r}: more stages than the {cfg.n_layers} layers; "
+            f"allowed: 1 to {cfg.n_layers}"
         )
     if cfg.d_ff % layout.tensor or cfg.n_heads % layout.tensor:
         raise ValueError(
@@ -220,16 +221,39 @@ class StepTime:
         return max(self.collectives, key=lambda c: c.total_s, default=None)
 
 
+def _stage_layers(cfg: TransformerConfig, layout: Layout) -> int:
+    """Layers of the largest pipeline stage: ceil(L / stages) (Llama 3 405B's 126 layers on 16 stages: 8)."""
+    return -(-cfg.n_layers // layout.pipeline)
+
+
 def _call_s(op: str, v: float, pl: Placement, degree: str) -> float:
-    """One call of `op` on V bytes over a degree's ICI axes, or over DCN across pods ("pod")."""
+    """One call of `op` on V bytes over a degree: over its ICI axes inside a domain, then over the
+    domains it spans on DCN with V / (its chips in a domain), hierarchically. Data parallelism across
+    domains is one gradient AllReduce per step ("pod"), not one per layer."""
     if degree == "pod":
-        return collectives.collective_time(op, v, pl.pods, pl.chip, link="dcn").total_s
-    sizes = pl.axes[degree]
-    return collectives.collective_time(op, v, sizes, pl.chip, wraparound=pl.rings[degree]).total_s
+        return collectives.collective_time(op, v, pl.dcn["data"], pl.chip, link="dcn").total_s
+    sizes, spans, seconds = pl.axes[degree], _spans(pl, degree), 0.0
+    if sizes:
+        seconds += collectives.collective_time(op, v, sizes, pl.chip, wraparound=pl.rings[degree]).total_s
+    if spans > 1:
+        seconds += collectives.collective_time(op, v / math.prod(sizes), spans, pl.chip, link="dcn").total_s
+    return seconds
+
+
+def _link(pl: Placement, degree: str) -> str:
+    """ "ici", "dcn" or "ici+dcn": where a degree's collectives run."""
+    if degree == "pod":
+        return "dcn"
+    return "+".join(name for name, used in (("ici", pl.axes[degree]), ("dcn", _spans(pl, degree) > 1)) if used)
+
+
+def _spans(pl: Placement, degree: str) -> int:
+    """Domains a degree's per-layer collectives cross (data's cross once a step, as "pod")."""
+    return 1 if degree == "data" else pl.dcn[degree]
 
 
 def _cost(pl: Placement, name: str, op: str, phase: str, degree: str, v: float, calls: int) -> CollectiveCost:
-    link = "dcn" if degree == "pod" else "ici"
+    link = _link(pl, degree)
     seconds = _call_s(op, v, pl, degree)
     return CollectiveCost(
         name=name, op=op, phase=phase, axes=(degree,), link=link, array_bytes=v, calls=calls, seconds_per_call=seconds
@@ -241,7 +265,7 @@ def _weight_collectives(pl: Placement, layer_bytes: float, layers: int) -> list[
     fsdp shard over the data axes inside a pod."""
     lay, out = pl.layout, []
     v = layer_bytes / (lay.tensor * lay.expert)
-    if pl.axes["fsdp"]:
+    if pl.axes["fsdp"] or pl.dcn["fsdp"] > 1:
         out += [
             _cost(pl, "FSDP weight all-gather", "all_gather", "forward", "fsdp", v, layers),
             _cost(pl, "FSDP weight all-gather", "all_gather", "backward", "fsdp", v, layers),
@@ -273,7 +297,10 @@ def _stage_and_pod_collectives(pl: Placement, send_bytes: float, stage_bytes: fl
     """Pipeline sends between neighbouring stages, and the gradient AllReduce across pods over DCN."""
     out, lay = [], pl.layout
     if lay.pipeline > 1:
-        seconds = send_bytes / pl.chip.ici_bytes_per_s + collectives.HOP_LATENCY_S  # one hop, one link
+        # one hop, one link; over DCN when stages span domains (the slowest boundary paces the pipeline)
+        link = "dcn" if pl.dcn["pipeline"] > 1 else "ici"
+        rate = pl.chip.dcn_bytes_per_s_per_chip if link == "dcn" else pl.chip.ici_bytes_per_s
+        seconds = send_bytes / rate + collectives.HOP_LATENCY_S
         for phase, what in (("forward", "activations"), ("backward", "gradients")):
             out.append(
                 CollectiveCost(
@@ -281,14 +308,14 @@ def _stage_and_pod_collectives(pl: Placement, send_bytes: float, stage_bytes: fl
                     op="permute",
                     phase=phase,
                     axes=("pipeline",),
-                    link="ici",
+                    link=link,
                     array_bytes=send_bytes,
                     calls=lay.microbatches,
                     seconds_per_call=seconds,
                 )  # fmt: skip
             )
-    if pl.pods > 1:
-        in_pod = lay.n_chips // (pl.pods * lay.pipeline)  # each chip's gradient shard after the in-pod reduction
+    if pl.dcn["data"] > 1:
+        in_pod = lay.n_chips // (pl.dcn["data"] * lay.pipeline)  # each chip's gradient shard after the in-pod reduction
         out.append(_cost(pl, "DCN gradient all-reduce", "all_reduce", "backward", "pod", stage_bytes / in_pod, 1))
     return out
 
@@ -320,19 +347,20 @@ def step_time(
 
     Raises:
         ValueError: unknown model, chip or dtype; a layout the hardware cannot hold (`parallelism.place`);
-            a batch of partial sequences or under one token per shard; stages not dividing the layers,
-            tensor parallelism d_ff and n_heads, context the sequence; expert parallelism.
+            a batch of partial sequences or under one token per shard; more stages than layers; tensor
+            parallelism not dividing d_ff and n_heads, context the sequence; expert parallelism.
     """
     cfg, pl = get_model(model, arg="model"), place(chip, layout)
     _check_step(cfg, layout, batch_tokens, seq_len)
     pb = checks.dtype_bytes(param_dtype, "param_dtype")
     ab = checks.dtype_bytes(activation_dtype, "activation_dtype")
-    m, layers = layout.microbatches, cfg.n_layers // layout.pipeline
-    stage_bytes = cfg.param_count() * pb / layout.pipeline
+    m, layers = layout.microbatches, _stage_layers(cfg, layout)
+    stage_bytes = cfg.param_count() * pb * layers / cfg.n_layers
     shard_tokens = batch_tokens / layout.batch_shards
     micro_bytes = shard_tokens / m * cfg.d_model * ab
     kv_bytes = shard_tokens * layout.context / m * 2 * cfg.n_kv_heads * cfg.head_dim * ab / layout.tensor
     flops = cfg.flops_per_token(seq_len, training=True, causal=True) * batch_tokens / layout.n_chips
+    flops *= layers * layout.pipeline / cfg.n_layers  # the busiest stage, when the layers do not split evenly
     t_math = flops / pl.chip.peak_ops_per_s("bf16")
     parts = [
         *_weight_collectives(pl, stage_bytes / layers, layers),
@@ -418,7 +446,8 @@ def memory_per_chip(
         remat="custom",
         checkpoints_per_layer=checkpoints_per_layer,
     )
-    shards = layout.weight_shards
+    # the largest stage's share of the weights, when the layers do not split evenly over the stages
+    shards = layout.weight_shards * cfg.n_layers / (_stage_layers(cfg, layout) * layout.pipeline)
     return MemoryPerChip(
         params_bytes=total.params_bytes / shards,
         grads_bytes=total.grads_bytes / shards,

@@ -58,7 +58,7 @@ def test_a_layout_that_cuts_no_side_gets_one_axis_per_degree():
     ("chip", "layout", "start"),
     [
         ("v5p", Layout(fsdp=9000), r"^layout=.*9000 chips, more than a tpu-v5p ICI domain"),
-        ("v5p", Layout(data=2, fsdp=17920), r"^layout.data=2: the 4 tpu-v5p ICI domains"),
+        ("v5p", Layout(tensor=17920), r"^layout=.*its 2 tpu-v5p ICI domains are not spanned by data, pipeline"),
         ("v5e", Layout(data=4, fsdp=4, tensor=16), r"^layout=.*3 ICI axes on a tpu-v5e torus of 2 sides"),
         ("v9", Layout(), r"^chip='v9': unknown chip"),
         ("v5p", {"fsdp": 8}, r"^layout=\{'fsdp': 8\}: not a Layout"),
@@ -67,3 +67,13 @@ def test_a_layout_that_cuts_no_side_gets_one_axis_per_degree():
 def test_bad_layouts_are_refused_clearly(chip, layout, start):
     with pytest.raises(ValueError, match=start):
         place(chip, layout)
+
+
+def test_gpu_nodes_take_tensor_inside_and_pipeline_data_fsdp_across():
+    # Llama 3 405B's published layout on 16,384 H100s: TP 8 in the node, PP 16 and DP 128 across nodes.
+    meta = place("h100", Layout(data=128, tensor=8, pipeline=16))
+    assert meta.pods == 2048 and meta.dcn["data"] == 128 and meta.dcn["pipeline"] == 16
+    assert meta.axes["tensor"] == (8,) and meta.mesh == {"data_dcn": 128, "pipeline_dcn": 16, "tensor": 8}
+    # FSDP fills the node and spans the rest: 2 chips of it in each node, 512 nodes across.
+    hsdp = place("h100", Layout(fsdp=1024, tensor=4, pipeline=4))
+    assert hsdp.dcn["fsdp"] == 512 and hsdp.axes["fsdp"] == (2,) and hsdp.dcn["pipeline"] == 4

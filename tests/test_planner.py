@@ -187,3 +187,16 @@ def test_cli_says_first_when_nothing_fits_and_what_would(capsys):
     assert first.startswith("NOTHING FITS: the best layout needs ") and "x the chips" in first
     assert main(PLAN) == 0
     assert not capsys.readouterr().out.startswith("NOTHING FITS")
+
+
+def test_llama3_405b_on_16384_h100s_has_a_layout_that_fits_and_the_published_one_is_tried():
+    # The Llama 3 paper (Table 4): TP 8 inside the node, PP 16 and DP 128 across 16,384 H100s.
+    plan = planner.plan_training("llama-3.1-405b", "h100", 16_384, batch_tokens=16 * 2**20, seq_len=8192)
+    assert plan.best.memory.fits and plan.pods == 2048
+    meta = [
+        e
+        for e in plan.entries
+        if e.scheme == "DP+TP+PP" and e.step.mesh == {"data_dcn": 128, "pipeline_dcn": 16, "tensor": 8}
+    ]
+    assert len(meta) == 1 and meta[0].memory.fits and meta[0].step.bound == "compute"
+    assert all(len(e.step.placement.axes["tensor"]) <= 1 and e.step.layout.tensor <= 8 for e in plan.entries)

@@ -226,12 +226,12 @@ def _memory(**kw):
 
 BAD = [
     (lambda: _step(Layout(fsdp=4, tensor=3)), r"^layout.tensor=3: .* allowed: a divisor of 64"),
-    (lambda: _step(Layout(fsdp=8, pipeline=3)), r"^layout.pipeline=3: does not divide the 80 layers"),
+    (lambda: _step(Layout(fsdp=8, pipeline=81)), r"^layout.pipeline=81: more stages than the 80 layers"),
     (lambda: _step(Layout(fsdp=8192), batch=4096, seq_len=2048), r"^batch_tokens=4096: fewer tokens than 8192"),
     (lambda: _step(Layout(fsdp=8, context=3)), r"^layout.context=3: does not divide seq_len=4096"),
     (lambda: _step(Layout(fsdp=8, expert=2)), r"^layout.expert=2: expert parallelism is not costed"),
     (lambda: _step(Layout(fsdp=9000)), r"^layout=.*more than a tpu-v5p ICI domain and not whole ones"),
-    (lambda: _step(Layout(data=2, fsdp=17920)), r"^layout.data=2: the 4 tpu-v5p ICI domains .*multiple of 4"),
+    (lambda: _step(Layout(tensor=17920)), r"^layout=.*its 2 tpu-v5p ICI domains are not spanned by data, pipeline"),
     (lambda: _step(Layout(data=2, fsdp=2, tensor=2, expert=2)), r"^layout=.*4 ICI axes"),
     (lambda: Layout(fsdp=0), r"^layout.fsdp=0: not a count"),
     (lambda: _step({"data": 8}), r"^layout=\{'data': 8\}: not a Layout"),
@@ -253,3 +253,33 @@ def test_training_is_a_pure_cost_model():
     code = "import sys, book_lib.training, book_lib.planner, book_lib.__main__; print('jax' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_layers_that_do_not_split_evenly_pace_the_pipeline_by_the_largest_stage():
+    # Llama 3.1 405B's 126 layers on 16 stages: the largest holds 8, so 8 * 16 / 126 of the even share.
+    even = Layout(data=128, tensor=8, pipeline=2, microbatches=8)
+    meta = Layout(data=16, tensor=8, pipeline=16, microbatches=64)
+    args = {"batch_tokens": 2**24, "seq_len": 8192}
+    ratio = (
+        training.step_time("llama-3.1-405b", "h100", meta, **args).flops_per_chip
+        / training.step_time("llama-3.1-405b", "h100", even, **args).flops_per_chip
+    )
+    assert ratio == pytest.approx(8 * 16 / 126)
+    weights = training.memory_per_chip("llama-3.1-405b", "h100", meta, batch_tokens=0).params_bytes
+    assert weights == pytest.approx(2 * get_model("llama-3.1-405b").param_count() * 8 / 126 / 8)
+
+
+def test_degrees_across_gpu_nodes_pay_the_scale_out_network():
+    chip = hardware.get_chip("h100")
+    step = training.step_time(
+        "llama-3-8b", chip, Layout(fsdp=64, pipeline=2, microbatches=8), batch_tokens=2**20, seq_len=4096
+    )
+    fsdp = next(c for c in step.collectives if c.name == "FSDP weight all-gather")
+    assert fsdp.link == "ici+dcn"  # 128 GPUs: 2 stages, each 8 GPUs of a node times 8 nodes
+    cfg = get_model("llama-3-8b")
+    v = 2 * cfg.param_count() / 2 / (cfg.n_layers // 2)
+    inside = collectives.collective_time("all_gather", v, 8, chip).total_s
+    across = collectives.collective_time("all_gather", v / 8, 8, chip, link="dcn").total_s
+    assert fsdp.seconds_per_call == pytest.approx(inside + across)
+    (send, _) = [c for c in step.collectives if c.op == "permute"]
+    assert send.link == "dcn" and send.seconds_per_call > send.array_bytes / chip.dcn_bytes_per_s_per_chip
