@@ -3,7 +3,8 @@
 A decode step of a dense model with batch B at context S on n chips (Part 7, equation 4):
 
     t_kv      = B S kv_bytes_per_token / (n W_hbm)          every sequence reads its own KV cache
-    t_weights = P weight_bytes / (n W_hbm)                  every step reads every weight once
+    t_weights = P_read weight_bytes / (n W_hbm)             every step reads every weight once (an MoE:
+                                                            only the experts its batch touches)
     t_math    = 2 B P_active / (n C)                        the linears; attention's FLOPs are negligible
     t_ici     = per layer, an AllGather and a ReduceScatter of the [B, D] activations around the
                 attention block and around the MLP (Megatron model parallelism over the slice)
@@ -167,7 +168,9 @@ def decode_step_time(
 ) -> DecodeStep:
     """One generation step of `batch` sequences at `context_len` on `n_chips` chips (see the module docstring).
 
-    t_kv = B S kv / (n W_hbm); t_weights = P w / (n W_hbm); t_math = 2 B P_active / (n C);
+    t_kv = B S kv / (n W_hbm); t_weights = P_read w / (n W_hbm); t_math = 2 B P_active / (n C);
+    P_read = `TransformerConfig.params_read_per_step(B)`: every weight of a dense model, and of an MoE
+    only the experts the batch touches (memory_bytes still holds all of them);
     t_ici = L * 2 * (AllGather + ReduceScatter of B D act_bytes) over the slice.
 
     Args:
@@ -188,11 +191,12 @@ def decode_step_time(
     w, kv = _sizes(weight_dtype, kv_dtype)
     hbm_bytes_per_s = n_chips * hw.hbm_bytes_per_s
     weights, total = _memory(cfg, 0, context_len, w, kv), _memory(cfg, batch, context_len, w, kv)
+    read = cfg.params_read_per_step(batch) * checks.dtype_bytes(w)  # an MoE reads only the experts touched
     return DecodeStep(
         batch=batch,
         n_chips=n_chips,
         t_kv=(total - weights) / hbm_bytes_per_s,
-        t_weights=weights / hbm_bytes_per_s,
+        t_weights=read / hbm_bytes_per_s,
         t_math=2 * batch * cfg.active_param_count() / (n_chips * hw.peak_ops_per_s(math_dtype)),
         t_ici=_ici_s(cfg, hw, batch, n_chips, checks.dtype_bytes(act_dtype, "act_dtype")),
         memory_bytes=total,

@@ -516,7 +516,8 @@ def training_run(
 ) -> TrainingRun:
     """Training `model` on `tokens` with `n_chips` chips at a given MFU: the run (`.days`, `.flops`, ...).
 
-    FLOPs = 6 P tokens (the text's rule, P = every parameter) when seq_len is None; otherwise
+    FLOPs = 6 P tokens (the text's rule; P = the weights a token passes through, `active_param_count`:
+    every parameter of a dense model, the k routed experts of an MoE) when seq_len is None; otherwise
     flops_per_token(seq_len, training=True) * tokens, which adds attention's 12 L T N H per token
     (bidirectional, as the text counts it) and counts matmul weights only.
     seconds = FLOPs / (n_chips C mfu). LLaMA 3-70B, 15T tokens, 8960 v5p at 40 %: about 44 days.
@@ -531,7 +532,7 @@ def training_run(
     if not checks.positive("mfu", mfu) <= 1:
         raise ValueError(f"mfu={mfu!r}: more than 1; allowed: 0 < mfu <= 1")
     if seq_len is None:
-        per_token = 6.0 * cfg.param_count()
+        per_token = 6.0 * cfg.active_param_count()
     else:
         per_token = cfg.flops_per_token(checks.count("seq_len", seq_len), training=True)
     total = per_token * tokens

@@ -193,6 +193,29 @@ class TransformerConfig:
         """
         return self.param_breakdown(active=True).total
 
+    def experts_touched(self, batch_tokens: int) -> float:
+        """Expected experts of one layer that at least one of `batch_tokens` tokens is routed to (count).
+
+        E (1 - (1 - k / E)^B): each token picks k of the E experts, uniformly and independently of the
+        other tokens; 1 for a dense model. Mixtral 8x7B (k = 2 of 8): 2 at B = 1, 7.2 at B = 8, 7.99 at 32.
+        Book: Part 4 (Transformers), "Sparsity and Mixture-of-Experts".
+
+        Raises:
+            ValueError: batch_tokens not a count.
+        """
+        b, e = checks.count("batch_tokens", batch_tokens), self.n_experts
+        return e * (1 - (1 - self.experts_per_token / e) ** b)
+
+    def params_read_per_step(self, batch_tokens: int) -> float:
+        """Weights a decode step over `batch_tokens` tokens reads from HBM (count).
+
+        P - mlp + mlp * experts_touched(B) / E: every weight but the experts' MLPs, and the experts the
+        batch touches; `param_count()` for a dense model. Mixtral 8x7B at B = 1: 12.9B of its 46.7B.
+        Book: Part 7 (Inference), equation (4) (the weights term); Part 4, "Sparsity and Mixture-of-Experts".
+        """
+        mlp = self.param_breakdown().mlp
+        return self.param_count() - mlp + mlp * self.experts_touched(batch_tokens) / self.n_experts
+
     # ----- FLOPs ------------------------------------------------------------------------------------
 
     def flops_breakdown(self, seq_len: float, *, training: bool = True, causal: bool = False) -> FlopsBreakdown:

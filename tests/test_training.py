@@ -283,3 +283,9 @@ def test_degrees_across_gpu_nodes_pay_the_scale_out_network():
     assert fsdp.seconds_per_call == pytest.approx(inside + across)
     (send, _) = [c for c in step.collectives if c.op == "permute"]
     assert send.link == "dcn" and send.seconds_per_call > send.array_bytes / chip.dcn_bytes_per_s_per_chip
+
+
+def test_an_moe_trains_on_the_flops_of_its_active_weights():
+    mixtral = get_model("mixtral-8x7b")
+    run = training.training_run(mixtral, "h100", 1024, tokens=1e12, mfu=0.4)
+    assert run.flops_per_token == 6 * mixtral.active_param_count() < 6 * mixtral.param_count() / 3

@@ -430,3 +430,13 @@ def test_presets_know_their_positions_and_check_them():
     ):
         llama.check_positions("seq_len", 8193)
     assert get_model("book-ch7").check_positions("seq_len", 10**9) == 10**9  # unknown: no limit
+
+
+def test_a_decode_step_reads_only_the_experts_its_batch_touches():
+    mixtral, dense = get_model("mixtral-8x7b"), get_model("mistral-7b")
+    assert mixtral.experts_touched(1) == 2 and mixtral.experts_touched(8) == pytest.approx(8 * (1 - 0.75**8))
+    assert mixtral.experts_touched(64) == pytest.approx(8, rel=1e-7)
+    # At batch 1 a step reads the active weights; with every expert touched, all of them.
+    assert mixtral.params_read_per_step(1) == pytest.approx(mixtral.active_param_count())
+    assert mixtral.params_read_per_step(10**4) == pytest.approx(mixtral.param_count())
+    assert dense.params_read_per_step(1) == dense.param_count() and dense.experts_touched(5) == 1
