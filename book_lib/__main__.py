@@ -162,13 +162,13 @@ def _plan_json(plan: planner.TrainingPlan) -> str:
 
 
 def _nothing_fits(plan: planner.TrainingPlan) -> list[str]:
-    """The headline when even the best layout overflows HBM, with what would make it fit; else none."""
-    memory = plan.best.memory
-    if memory.fits is not False:
+    """The headline when no layout fits in HBM, with what would make the leanest fit; else none."""
+    if plan.best.memory.fits is not False:
         return []
+    memory = min((e.memory for e in plan.entries), key=lambda m: m.total_bytes)
     short = memory.total_bytes / (memory.hbm_bytes or 1)
     return [
-        f"NOTHING FITS: the best layout needs {memory.total_bytes / 1e9:,.1f} GB per chip of "
+        f"NOTHING FITS: the leanest layout needs {memory.total_bytes / 1e9:,.1f} GB per chip of "
         f"{(memory.hbm_bytes or 0) / 1e9:,.1f} GB. Try about {math.ceil(short)}x the chips, or fewer tokens "
         "per step (--batch-tokens), or fewer checkpoints per layer (--checkpoints).",
         "",

@@ -15,7 +15,7 @@ Book: Part 5 ("Scaling Between Pods", "Key Takeaways"); Part 6, "How to shard LL
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from book_lib import bounds, checks, topology
 from book_lib.hardware import Chip
@@ -146,10 +146,35 @@ def _cut(chip: Chip, layout: Layout) -> bool:
     return placed.cut and len(placed.axes["tensor"]) <= 1 and len(placed.axes["pipeline"]) <= 1
 
 
+_ACCUMULATION = (2, 4, 8, 16, 32, 64, 128)  # microbatches tried when a layout's activations do not fit
+
+
+def _accumulated(
+    cfg: TransformerConfig, chip: Chip, layout: Layout, batch: int, seq_len: int, checkpoints: float
+) -> tuple[StepTime, MemoryPerChip] | None:
+    """The layout's step and memory; when it does not fit and has no pipeline, with the fewest microbatches
+    of gradient accumulation that make it fit (`_ACCUMULATION`). None when the batch does not split over it."""
+    tries = [layout] + ([replace(layout, microbatches=m) for m in _ACCUMULATION] if layout.pipeline == 1 else [])
+    first = None
+    for candidate in tries:
+        try:
+            step = step_time(cfg, chip, candidate, batch_tokens=batch, seq_len=seq_len)
+        except ValueError:
+            break  # the batch does not split into this many microbatches
+        memory = memory_per_chip(cfg, chip, candidate, batch_tokens=batch, checkpoints_per_layer=checkpoints)
+        first = first or (step, memory)
+        if memory.fits:
+            return step, memory
+    return first
+
+
 def _reason(entry_step: StepTime, memory: MemoryPerChip, best: StepTime | None) -> str:
     if memory.fits is False:
         return f"does not fit: {memory.total_bytes / 1e9:,.1f} GB per chip > {(memory.hbm_bytes or 0) / 1e9:,.1f} GB"
     notes = []
+    layout = entry_step.layout
+    if layout.pipeline == 1 and layout.microbatches > 1:
+        notes.append(f"accumulates gradients over {layout.microbatches} microbatches to fit")
     if entry_step.context_parallel > 1:
         notes.append(f"cuts sequences {entry_step.context_parallel:.3g}-way (context parallelism)")
     if entry_step.bound == "communication" and entry_step.largest_collective is not None:
@@ -196,12 +221,9 @@ def plan_training(
     tried = []
     gpu_cluster = hw.ici_topology == "nvswitch" and pods > 1
     for layout in _node_layouts(cfg, hw, pods) if gpu_cluster else _layouts(cfg, hw, pods, n_chips // pods):
-        try:
-            step = step_time(cfg, hw, layout, batch_tokens=b, seq_len=seq_len)
-        except ValueError:
-            continue  # the batch does not split over this layout
-        memory = memory_per_chip(cfg, hw, layout, batch_tokens=b, checkpoints_per_layer=checkpoints_per_layer)
-        tried.append((layout.label, step, memory))
+        found = _accumulated(cfg, hw, layout, b, seq_len, checkpoints_per_layer)
+        if found is not None:
+            tried.append((layout.label, *found))
     if not tried:
         raise ValueError(f"batch_tokens={b!r}: splits over none of the layouts tried; allowed: a multiple of {n_chips}")
     return _rank(cfg, hw, n_chips, b, seq_len, pods, shape, tried)

@@ -221,6 +221,11 @@ class StepTime:
         return max(self.collectives, key=lambda c: c.total_s, default=None)
 
 
+def _in_flight(layout: Layout) -> float:
+    """Share of a step's microbatches whose activations are held at once: min(M, stages) / M."""
+    return min(layout.microbatches, layout.pipeline) / layout.microbatches
+
+
 def _stage_layers(cfg: TransformerConfig, layout: Layout) -> int:
     """Layers of the largest pipeline stage: ceil(L / stages) (Llama 3 405B's 126 layers on 16 stages: 8)."""
     return -(-cfg.n_layers // layout.pipeline)
@@ -427,8 +432,10 @@ def memory_per_chip(
     totals from `TransformerConfig.training_memory` (P params in param_dtype, gradients likewise,
     OPTIMIZERS[optimizer] values of optimizer_dtype per parameter, batch_tokens L c D activation values
     with c = checkpoints_per_layer), then divided: weights, gradients and optimizer state by
-    `Layout.weight_shards` (fsdp tensor pipeline expert), activations by every chip. LLaMA 3-70B, 4M
-    tokens, c = 4: 140 GB + 560 GB + 20.9 TB in all (the text counts no gradients).
+    `Layout.weight_shards` (fsdp tensor pipeline expert), activations by every chip and kept for only
+    min(M, stages) of the M microbatches at once (gradient accumulation without a pipeline keeps one;
+    a one-forward-one-backward pipeline at most one per stage). LLaMA 3-70B, 4M tokens, c = 4:
+    140 GB + 560 GB + 20.9 TB in all (the text counts no gradients).
     Book: Part 5, "Data Parallelism" (10 bytes per parameter) and Appendix A; Part 6, "Counting parameters".
 
     Raises:
@@ -452,7 +459,7 @@ def memory_per_chip(
         params_bytes=total.params_bytes / shards,
         grads_bytes=total.grads_bytes / shards,
         optimizer_bytes=total.optimizer_bytes / shards,
-        activations_bytes=total.activations_bytes / layout.n_chips,
+        activations_bytes=total.activations_bytes / layout.n_chips * _in_flight(layout),
         hbm_bytes=pl.chip.hbm_bytes,
     )
 

@@ -6,10 +6,11 @@ import json
 import math
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
-from book_lib import bounds, planner
+from book_lib import bounds, planner, training
 
 BATCH_4M = 4 * 2**20  # the text's "4 * 1024 * 1024": 1024 sequences of 4096
 
@@ -181,10 +182,22 @@ def test_cli_refuses_what_no_machine_or_model_can_be(capsys, change, message):
 def test_cli_says_first_when_nothing_fits_and_what_would(capsys):
     from book_lib.__main__ import main
 
-    big = ["plan", "--model", "llama-3-8b", "--chip", "v5e", "--chips", "256", "--batch-tokens", "64M", "--seq", "8192"]
+    big = [
+        "plan",
+        "--model",
+        "llama-3.1-405b",
+        "--chip",
+        "v5e",
+        "--chips",
+        "16",
+        "--batch-tokens",
+        "1M",
+        "--seq",
+        "4096",
+    ]
     assert main(big) == 0
     first = capsys.readouterr().out.splitlines()[0]
-    assert first.startswith("NOTHING FITS: the best layout needs ") and "x the chips" in first
+    assert first.startswith("NOTHING FITS: the leanest layout needs ") and "x the chips" in first
     assert main(PLAN) == 0
     assert not capsys.readouterr().out.startswith("NOTHING FITS")
 
@@ -200,3 +213,15 @@ def test_llama3_405b_on_16384_h100s_has_a_layout_that_fits_and_the_published_one
     ]
     assert len(meta) == 1 and meta[0].memory.fits and meta[0].step.bound == "compute"
     assert all(len(e.step.placement.axes["tensor"]) <= 1 and e.step.layout.tensor <= 8 for e in plan.entries)
+
+
+def test_gradient_accumulation_makes_a_layout_fit():
+    # LLaMA 3 8B on a v5e-256 at 4M tokens: no layout holds the whole batch's activations at once.
+    plan = planner.plan_training("llama-3-8b", "v5e", 256, batch_tokens=BATCH_4M, seq_len=4096)
+    best = plan.best
+    assert best.memory.fits and best.step.layout.pipeline == 1 and best.step.layout.microbatches > 1
+    assert "accumulates gradients over" in best.reason
+    whole = training.memory_per_chip(
+        "llama-3-8b", "v5e", replace(best.step.layout, microbatches=1), batch_tokens=BATCH_4M
+    )
+    assert not whole.fits and whole.activations_bytes == best.memory.activations_bytes * best.step.layout.microbatches
