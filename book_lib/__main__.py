@@ -35,6 +35,8 @@ _EXAMPLES = {
     "--batch-tokens": "4194304, 4M (4 * 2**20), 4.2e6",
     "--seq": "4096, 8K",
     "--context": "8192, 32K",
+    "--prompt": "2048, 2K",
+    "--output": "512",
     "--batches": "1,8,64",
 }
 
@@ -226,6 +228,10 @@ def _add_serve(commands: Any) -> None:
     serve.add_argument("--chip", required=True, help="a book_lib.hardware chip, e.g. tpu-v5e")
     serve.add_argument("--chips", required=True, type=_count("--chips"), help="chips of one slice, e.g. 8 (a 2x4)")
     serve.add_argument("--context", required=True, type=_count("--context"), help="tokens in each KV cache, e.g. 8192")
+    serve.add_argument(
+        "--prompt", type=_count("--prompt"), help="prompt tokens per request: adds prefill and requests/s"
+    )
+    serve.add_argument("--output", type=_count("--output"), help="generated tokens per request (with --prompt)")
     serve.add_argument("--dtype", choices=inference.SERVING_DTYPES, default="bf16", help="weights and KV cache")
     serve.add_argument("--batches", help="comma-separated batch sizes (default: powers of 2 up to the largest fit)")
     serve.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
@@ -253,9 +259,29 @@ def _serve_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
             {"batch": s.batch, "t_lower_s": s.t_lower, "t_upper_s": s.t_upper, "bound": s.bound,
              "t_kv_s": s.t_kv, "t_weights_s": s.t_weights, "t_math_s": s.t_math, "t_ici_s": s.t_ici,
              "tokens_per_s": s.tokens_per_s, "tokens_per_s_per_chip": s.tokens_per_s_per_chip,
-             "usd_per_million_tokens": usd, "memory_bytes": s.memory_bytes, "fits": s.fits}
+             "usd_per_million_tokens": usd, "memory_bytes": s.memory_bytes, "fits": s.fits,
+             **_requests(args, s.batch)}
         )  # fmt: skip
     return rows
+
+
+def _requests(args: argparse.Namespace, batch: int) -> dict[str, float]:
+    """Prefill, latency per request and requests/s at `batch` (`inference.request_mix`); {} without --prompt."""
+    if args.prompt is None and args.output is None:
+        return {}
+    if args.prompt is None or args.output is None:
+        missing = "--prompt" if args.prompt is None else "--output"
+        raise ValueError(f"{missing}=None: a request mix needs both --prompt and --output; allowed: two counts")
+    if args.prompt + args.output > args.context:
+        raise ValueError(
+            f"--output={args.output}: with --prompt={args.prompt} more than the --context={args.context} cache holds; "
+            f"allowed: a --context of at least {args.prompt + args.output}"
+        )
+    dtypes = {"weight_dtype": args.dtype, "kv_dtype": args.dtype}
+    mix = inference.request_mix(
+        args.model, args.chip, args.chips, batch=batch, prompt_len=args.prompt, output_len=args.output, **dtypes
+    )
+    return {"prefill_s": mix.prefill_s, "request_latency_s": mix.latency_s, "requests_per_s": mix.requests_per_s}
 
 
 def _serve_nothing_fits(args: argparse.Namespace, rows: list[dict[str, Any]]) -> list[str]:
@@ -282,16 +308,23 @@ def _serve(args: argparse.Namespace) -> str:
     lines = [
         *_serve_nothing_fits(args, rows),
         f"{get_model(args.model, arg='model').name} on {args.chips} {get_chip(args.chip, arg='chip').name}, "
-        f"{args.context:,}-token context, {args.dtype} weights and KV cache",
+        f"{args.context:,}-token context, {args.dtype} weights and KV cache"
+        + (f"; requests of {args.prompt:,} prompt and {args.output:,} output tokens" if "prefill_s" in rows[0] else ""),
         "",
-        f"{'batch':>6} {'step ms':>9} {'bound':<8} {'tok/s':>9} {'tok/s/chip':>10} {'$/M tok':>8} {'GB':>7}  fits",
+        f"{'batch':>6} {'step ms':>9} {'bound':<8} {'tok/s':>9} {'tok/s/chip':>10} {'$/M tok':>8} {'GB':>7}  fits"
+        + ("  prefill ms  request s  requests/s" if "prefill_s" in rows[0] else ""),
     ]
     for r in rows:
         usd = "-" if r["usd_per_million_tokens"] is None else f"{r['usd_per_million_tokens']:.2f}"
-        fits = "yes" if r["fits"] else "NO"
+        fits = "yes" if r["fits"] else "NO "
+        mix = (
+            f"  {r['prefill_s'] * 1e3:>10.1f} {r['request_latency_s']:>10.2f} {r['requests_per_s']:>11.2f}"
+            if "prefill_s" in r
+            else ""
+        )
         lines.append(
             f"{r['batch']:>6} {r['t_lower_s'] * 1e3:>9.2f} {r['bound']:<8} {r['tokens_per_s']:>9,.0f} "
-            f"{r['tokens_per_s_per_chip']:>10,.0f} {usd:>8} {r['memory_bytes'] / 1e9:>7.1f}  {fits}"
+            f"{r['tokens_per_s_per_chip']:>10,.0f} {usd:>8} {r['memory_bytes'] / 1e9:>7.1f}  {fits}{mix}"
         )
     return "\n".join(lines)
 

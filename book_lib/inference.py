@@ -42,6 +42,8 @@ __all__ = [
     "max_batch",
     "min_chips",
     "latency_throughput",
+    "RequestMix",
+    "request_mix",
     "cost_per_million_tokens",
     "speculative_tokens_per_step",
     "prefill_servers_per_generate_server",
@@ -389,6 +391,65 @@ def memory_bound_model_parallelism(
     act_bytes = checks.dtype_bytes(act_dtype, "act_dtype")
     w_ici = max(topology.pod(hw).axis_bytes_per_s)
     return weight_bytes * d_ff * w_ici / (act_bytes * batch * hw.hbm_bytes_per_s)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestMix:
+    """Requests of `prompt_len` prompt tokens and `output_len` generated ones, `batch` decoded together.
+
+    latency_s = prefill_s + output_len * step.t_lower; requests_per_s = batch / (batch prefill_s +
+    output_len step.t_lower): the chips prefill each request of a batch, then decode them together.
+
+    Attributes:
+        batch, prompt_len, output_len: as asked (counts).
+        prefill_s: one prompt's prefill at the roofline (s).
+        step: a decode step at the mean context, prompt_len + output_len / 2 (exact for the sum of the
+            steps, whose cache reads grow linearly).
+    """
+
+    batch: int
+    prompt_len: int
+    output_len: int
+    prefill_s: float
+    step: DecodeStep
+
+    @property
+    def latency_s(self) -> float:
+        """From a request's prompt to its last token (s): prefill_s + output_len * step.t_lower."""
+        return self.prefill_s + self.output_len * self.step.t_lower
+
+    @property
+    def requests_per_s(self) -> float:
+        """Requests finished per second (1/s): batch / (batch prefill_s + output_len step.t_lower)."""
+        return self.batch / (self.batch * self.prefill_s + self.output_len * self.step.t_lower)
+
+
+def request_mix(
+    model: TransformerConfig | str,
+    chip: Chip | str,
+    n_chips: int,
+    *,
+    batch: int,
+    prompt_len: int,
+    output_len: int,
+    weight_dtype: str = "bf16",
+    kv_dtype: str = "bf16",
+) -> RequestMix:
+    """Latency per request and throughput for a mix of prompts and outputs on `n_chips` (see `RequestMix`).
+
+    prefill_s = `prefill_time(prompt_len)` at the roofline; step = `decode_step_time` of `batch` at the
+    mean context prompt_len + output_len / 2. Book: Part 8, "What About Prefill?"; Part 7, equation (4).
+
+    Raises:
+        ValueError: as `decode_step_time` and `prefill_time`, or a length that is not a count.
+    """
+    cfg, hw = get_model(model, arg="model"), checks.chip(chip)
+    prompt, output = checks.count("prompt_len", prompt_len), checks.count("output_len", output_len)
+    step = decode_step_time(
+        cfg, hw, n_chips, batch=batch, context_len=prompt + output // 2, weight_dtype=weight_dtype, kv_dtype=kv_dtype
+    )
+    prefill = prefill_time(cfg, hw, n_chips, prompt_len=prompt)
+    return RequestMix(batch=step.batch, prompt_len=prompt, output_len=output, prefill_s=prefill, step=step)
 
 
 def prefill_servers_per_generate_server(

@@ -56,6 +56,7 @@ SAMPLES: dict[str, tuple[Any, ...]] = {
     "batch": (1, 64),
     "context_len": (4096,),
     "prompt_len": (4096,),
+    "output_len": (1, 512),
     "batches": ((1, 64),),
     "batch_tokens": (2**20,),
     "seq_len": (4096,),

@@ -321,3 +321,33 @@ def test_mixtral_decode_bound_is_never_slower_than_gpt_fast_measured(dtype, gpus
     # Before an MoE step read only the experts its batch touches, this bound was 0.45-0.56 of the measured rate.
     step = inference.decode_step_time("mixtral-8x7b", "a100", gpus, batch=1, context_len=16, weight_dtype=dtype)
     assert step.tokens_per_s >= GPT_FAST_MIXTRAL[dtype, gpus]
+
+
+def test_a_request_mix_adds_prefill_to_the_decode_steps():
+    kw = {"batch": 16, "prompt_len": 2048, "output_len": 512, "weight_dtype": "int8", "kv_dtype": "int8"}
+    mix = inference.request_mix("llama-3-70b", V5E, 16, **kw)
+    # The steps' cache reads grow linearly, so the mean context gives their sum exactly.
+    at = {c: inference.decode_step_time("llama-3-70b", V5E, 16, batch=16, context_len=c, weight_dtype="int8",
+                                        kv_dtype="int8").t_lower for c in (2048, 2048 + 256, 2048 + 512)}  # fmt: skip
+    assert mix.step.t_lower == pytest.approx(at[2048 + 256]) and at[2048] < mix.step.t_lower < at[2560]
+    assert mix.prefill_s == pytest.approx(inference.prefill_time("llama-3-70b", V5E, 16, prompt_len=2048))
+    assert mix.latency_s == pytest.approx(mix.prefill_s + 512 * mix.step.t_lower)
+    assert mix.requests_per_s == pytest.approx(16 / (16 * mix.prefill_s + 512 * mix.step.t_lower))
+
+
+def test_serve_answers_for_a_request_mix_and_refuses_half_of_one(capsys):
+    from book_lib.__main__ import main
+
+    argv = ["serve", "--model", "llama3-70b", "--chip", "tpu-v5e", "--chips", "16", "--context", "4096"]
+    assert main([*argv, "--dtype", "int8", "--prompt", "2K", "--output", "512", "--batches", "16", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    mix = inference.request_mix(
+        "llama-3-70b", V5E, 16, batch=16, prompt_len=2048, output_len=512, weight_dtype="int8", kv_dtype="int8"
+    )
+    assert row["request_latency_s"] == pytest.approx(mix.latency_s) and row["requests_per_s"] == pytest.approx(
+        mix.requests_per_s
+    )
+    assert main([*argv, "--prompt", "2048"]) == 2
+    assert capsys.readouterr().err.startswith("error: --output=None: a request mix needs both")
+    assert main([*argv, "--prompt", "4096", "--output", "1"]) == 2
+    assert "allowed: a --context of at least 4097" in capsys.readouterr().err
