@@ -113,6 +113,7 @@ def _entry_json(entry: planner.PlanEntry) -> dict[str, Any]:
         "scheme": entry.scheme,
         "layout": {name: getattr(step.layout, name) for name in (*parallelism.DEGREES, "microbatches")},
         "mesh": step.mesh,
+        "remat": step.remat,
         "t_lower_s": step.t_lower,
         "t_upper_s": step.t_upper,
         "t_math_s": step.t_math,

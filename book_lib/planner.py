@@ -152,19 +152,23 @@ _ACCUMULATION = (2, 4, 8, 16, 32, 64, 128)  # microbatches tried when a layout's
 def _accumulated(
     cfg: TransformerConfig, chip: Chip, layout: Layout, batch: int, seq_len: int, checkpoints: float
 ) -> tuple[StepTime, MemoryPerChip] | None:
-    """The layout's step and memory; when it does not fit and has no pipeline, with the fewest microbatches
-    of gradient accumulation that make it fit (`_ACCUMULATION`). None when the batch does not split over it."""
-    tries = [layout] + ([replace(layout, microbatches=m) for m in _ACCUMULATION] if layout.pipeline == 1 else [])
+    """The layout's step and memory; when it does not fit, the cheapest change that makes it: gradient
+    accumulation over the fewest microbatches (`_ACCUMULATION`, without a pipeline), then recomputing the
+    forward pass (`training.REMAT["full"]`) with them. None when the batch does not split over it."""
     first = None
-    for candidate in tries:
-        try:
-            step = step_time(cfg, chip, candidate, batch_tokens=batch, seq_len=seq_len)
-        except ValueError:
-            break  # the batch does not split into this many microbatches
-        memory = memory_per_chip(cfg, chip, candidate, batch_tokens=batch, checkpoints_per_layer=checkpoints)
-        first = first or (step, memory)
-        if memory.fits:
-            return step, memory
+    for remat in ("checkpoints", "full"):
+        tries = [layout] + ([replace(layout, microbatches=m) for m in _ACCUMULATION] if layout.pipeline == 1 else [])
+        for candidate in tries:
+            try:
+                step = step_time(cfg, chip, candidate, batch_tokens=batch, seq_len=seq_len, remat=remat)
+            except ValueError:
+                break  # the batch does not split into this many microbatches
+            memory = memory_per_chip(
+                cfg, chip, candidate, batch_tokens=batch, checkpoints_per_layer=checkpoints, remat=remat
+            )
+            first = first or (step, memory)
+            if memory.fits:
+                return step, memory
     return first
 
 
@@ -175,6 +179,8 @@ def _reason(entry_step: StepTime, memory: MemoryPerChip, best: StepTime | None) 
     layout = entry_step.layout
     if layout.pipeline == 1 and layout.microbatches > 1:
         notes.append(f"accumulates gradients over {layout.microbatches} microbatches to fit")
+    if entry_step.remat == "full":
+        notes.append("recomputes the forward pass to fit (+33% FLOPs)")
     if entry_step.context_parallel > 1:
         notes.append(f"cuts sequences {entry_step.context_parallel:.3g}-way (context parallelism)")
     if entry_step.bound == "communication" and entry_step.largest_collective is not None:

@@ -23,6 +23,7 @@ from book_lib.transformer import TransformerConfig
 
 __all__ = [
     "OPTIMIZERS",
+    "REMAT",
     "CollectiveCost",
     "StepTime",
     "MemoryPerChip",
@@ -36,6 +37,11 @@ __all__ = [
 
 # Optimizer state per parameter, in numbers of optimizer_dtype values (Adam: two moments).
 OPTIMIZERS = {"adam": 2, "momentum": 1, "sgd": 0}
+# Activation recomputation: what a layer keeps for the backward pass (`TransformerConfig.training_memory`'s
+# policy) and the forward passes it runs again (the training FLOPs grow by that many thirds).
+# "checkpoints": c D-wide arrays per layer, the text's outputs of the big matmuls, nothing recomputed that
+# costs matmul FLOPs; "full": only each block's input, the whole forward run again; "none": everything.
+REMAT = {"checkpoints": ("custom", 0), "full": ("block", 1), "none": ("none", 0)}
 _SECONDS_PER_DAY = 86_400.0
 
 
@@ -164,7 +170,9 @@ class StepTime:
         context_parallel: shards per sequence: layout.context, or more where the batch holds fewer
             sequences than data shards, which then cut sequences (the text's 4M tokens on 8960 chips)
             (ratio >= 1).
-        flops_per_chip: training FLOPs of the step on one chip, causal attention included (FLOPs).
+        flops_per_chip: training FLOPs of the step on one chip, causal attention and any recomputed
+            forward pass included (FLOPs).
+        remat: the recomputation policy (`REMAT`).
         t_math, t_bubble: see above (s).
         collectives: every collective of the step.
     """
@@ -176,6 +184,7 @@ class StepTime:
     tokens_per_chip: float
     context_parallel: float
     flops_per_chip: float
+    remat: str
     t_math: float
     t_bubble: float
     collectives: tuple[CollectiveCost, ...]
@@ -334,10 +343,12 @@ def step_time(
     seq_len: int,
     param_dtype: str = "bf16",
     activation_dtype: str = "bf16",
+    remat: str = "checkpoints",
 ) -> StepTime:
     """Roofline time of one training step of `model` on `layout`, with every collective (s).
 
-    t_math = flops_per_token(seq_len, training, causal) * B / (N C) (forward plus backward);
+    t_math = flops_per_token(seq_len, training, causal) * B / (N C) (forward plus backward), times
+    (3 + r) / 3 when `remat` (`REMAT`) runs the forward r more times;
     per layer, with V_w = bytes of one layer's weights / (tensor expert), b = B / (data fsdp context M)
     tokens per microbatch and V_a = b D bytes:
         FSDP: forward AllGather(V_w); backward AllGather(V_w) and ReduceScatter(V_w), over the fsdp axes
@@ -366,6 +377,7 @@ def step_time(
     kv_bytes = shard_tokens * layout.context / m * 2 * cfg.n_kv_heads * cfg.head_dim * ab / layout.tensor
     flops = cfg.flops_per_token(seq_len, training=True, causal=True) * batch_tokens / layout.n_chips
     flops *= layers * layout.pipeline / cfg.n_layers  # the busiest stage, when the layers do not split evenly
+    flops *= (3 + REMAT[checks.one_of("remat", remat, REMAT)][1]) / 3  # a recomputed forward is a third more
     t_math = flops / pl.chip.peak_ops_per_s("bf16")
     parts = [
         *_weight_collectives(pl, stage_bytes / layers, layers),
@@ -380,6 +392,7 @@ def step_time(
         tokens_per_chip=shard_tokens,
         context_parallel=max(float(layout.context), layout.batch_shards * seq_len / batch_tokens),
         flops_per_chip=flops,
+        remat=remat,
         t_math=t_math,
         t_bubble=t_math * bounds.pipeline_bubble_fraction(stages=layout.pipeline, microbatches=m),
         collectives=tuple(parts),
@@ -426,13 +439,15 @@ def memory_per_chip(
     optimizer_dtype: str = "fp32",
     checkpoints_per_layer: float = 4,
     activation_dtype: str = "bf16",
+    remat: str = "checkpoints",
 ) -> MemoryPerChip:
     """Parameters, gradients, optimizer state and activation checkpoints on one chip (bytes).
 
     totals from `TransformerConfig.training_memory` (P params in param_dtype, gradients likewise,
     OPTIMIZERS[optimizer] values of optimizer_dtype per parameter, batch_tokens L c D activation values
-    with c = checkpoints_per_layer), then divided: weights, gradients and optimizer state by
-    `Layout.weight_shards` (fsdp tensor pipeline expert), activations by every chip and kept for only
+    with c = checkpoints_per_layer; `remat="full"` keeps 1, `"none"` the text's 20), then divided:
+    weights, gradients and optimizer state by `Layout.weight_shards` (fsdp tensor pipeline expert),
+    activations by every chip and kept for only
     min(M, stages) of the M microbatches at once (gradient accumulation without a pipeline keeps one;
     a one-forward-one-backward pipeline at most one per stage). LLaMA 3-70B, 4M tokens, c = 4:
     140 GB + 560 GB + 20.9 TB in all (the text counts no gradients).
@@ -450,8 +465,8 @@ def memory_per_chip(
         grad_dtype=param_dtype,
         optimizer_bytes_per_param=moments * checks.dtype_bytes(optimizer_dtype, "optimizer_dtype"),
         activation_dtype=activation_dtype,
-        remat="custom",
-        checkpoints_per_layer=checkpoints_per_layer,
+        remat=REMAT[checks.one_of("remat", remat, REMAT)][0],
+        checkpoints_per_layer=checkpoints_per_layer if remat == "checkpoints" else None,
     )
     # the largest stage's share of the weights, when the layers do not split evenly over the stages
     shards = layout.weight_shards * cfg.n_layers / (_stage_layers(cfg, layout) * layout.pipeline)

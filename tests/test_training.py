@@ -289,3 +289,17 @@ def test_an_moe_trains_on_the_flops_of_its_active_weights():
     mixtral = get_model("mixtral-8x7b")
     run = training.training_run(mixtral, "h100", 1024, tokens=1e12, mfu=0.4)
     assert run.flops_per_token == 6 * mixtral.active_param_count() < 6 * mixtral.param_count() / 3
+
+
+def test_recomputation_trades_a_third_more_flops_for_activation_memory():
+    layout, kw = Layout(fsdp=256), {"batch_tokens": 2**22}
+    step = {r: training.step_time("llama-3-8b", "v5e", layout, seq_len=4096, remat=r, **kw) for r in training.REMAT}
+    memory = {r: training.memory_per_chip("llama-3-8b", "v5e", layout, remat=r, **kw) for r in training.REMAT}
+    assert step["full"].flops_per_chip == pytest.approx(4 / 3 * step["checkpoints"].flops_per_chip)
+    assert step["none"].flops_per_chip == step["checkpoints"].flops_per_chip
+    # Part 4, "Gradient checkpointing": 1 D-wide value per layer for the block's input, 4 at the text's
+    # checkpoints, about 20 when nothing is recomputed.
+    assert memory["full"].activations_bytes * 4 == pytest.approx(memory["checkpoints"].activations_bytes)
+    assert memory["none"].activations_bytes == pytest.approx(5 * memory["checkpoints"].activations_bytes)
+    with pytest.raises(ValueError, match=r"^remat='selective': unknown; .*allowed: checkpoints, full, none"):
+        training.step_time("llama-3-8b", "v5e", layout, seq_len=4096, remat="selective", **kw)
