@@ -189,16 +189,19 @@ def fsdp_tp_comms_ratio(
     return comms / (b * f / (n * alpha))
 
 
-def pipeline_bubble_fraction(*, stages: int, microbatches: int) -> float:
-    """Idle time a GPipe-style pipeline adds, as a fraction of the useful time (ratio).
+def pipeline_bubble_fraction(*, stages: int, microbatches: int, virtual_stages: int = 1) -> float:
+    """Idle time a pipeline adds, as a fraction of the useful time (ratio).
 
-    bubble = (stages - 1) / microbatches: M microbatches take M + S - 1 slots instead of M.
+    bubble = (stages - 1) / (v microbatches): M microbatches take M + S - 1 slots instead of M (GPipe
+    and one-forward-one-backward alike, v = 1); an interleaved schedule gives each device v chunks of
+    layers, so a slot is v times shorter (Narayanan et al. 2021, "interleaved 1F1B").
     Book: Part 5, "Pipelining" (the bubble; microbatching shrinks it).
 
     Raises:
-        ValueError: stages or microbatches not a count.
+        ValueError: stages, microbatches or virtual_stages not a count.
     """
-    return (checks.count("stages", stages) - 1) / checks.count("microbatches", microbatches)
+    v = checks.count("virtual_stages", virtual_stages)
+    return (checks.count("stages", stages) - 1) / (v * checks.count("microbatches", microbatches))
 
 
 # ----- the text's per-layer table --------------------------------------------------------------------

@@ -307,7 +307,9 @@ def _activation_collectives(pl: Placement, micro_bytes: float, kv_bytes: float, 
     return out
 
 
-def _stage_and_pod_collectives(pl: Placement, send_bytes: float, stage_bytes: float) -> list[CollectiveCost]:
+def _stage_and_pod_collectives(
+    pl: Placement, send_bytes: float, stage_bytes: float, virtual_stages: int
+) -> list[CollectiveCost]:
     """Pipeline sends between neighbouring stages, and the gradient AllReduce across pods over DCN."""
     out, lay = [], pl.layout
     if lay.pipeline > 1:
@@ -324,7 +326,7 @@ def _stage_and_pod_collectives(pl: Placement, send_bytes: float, stage_bytes: fl
                     axes=("pipeline",),
                     link=link,
                     array_bytes=send_bytes,
-                    calls=lay.microbatches,
+                    calls=lay.microbatches * virtual_stages,
                     seconds_per_call=seconds,
                 )  # fmt: skip
             )
@@ -344,6 +346,7 @@ def step_time(
     param_dtype: str = "bf16",
     activation_dtype: str = "bf16",
     remat: str = "checkpoints",
+    virtual_stages: int = 1,
 ) -> StepTime:
     """Roofline time of one training step of `model` on `layout`, with every collective (s).
 
@@ -356,7 +359,8 @@ def step_time(
         TP:   per block (attention, MLP) and microbatch, AllGather(V_a) and ReduceScatter(V_a), both passes
         CP:   per microbatch, AllGather of the b keys and values (2 b K H / tensor values), both passes,
               and their ReduceScatter backward
-    pipeline: each microbatch sends [b, D / tensor] one hop forward and back; bubble t_math (S - 1) / M;
+    pipeline: each microbatch sends [b, D / tensor] one hop forward and back, v times with an interleaved
+    schedule of v `virtual_stages` per device; bubble t_math (S - 1) / (v M);
     pods: one AllReduce over DCN of each chip's gradient shard (stage weights / chips of a pod's stage).
     Weights are gathered once per step (kept across microbatches); the embedding and output layers
     are spread over the layers. Book: Part 5 (the algorithms and the "Key Takeaways" table); Part 6.
@@ -371,6 +375,11 @@ def step_time(
     pb = checks.dtype_bytes(param_dtype, "param_dtype")
     ab = checks.dtype_bytes(activation_dtype, "activation_dtype")
     m, layers = layout.microbatches, _stage_layers(cfg, layout)
+    v = checks.count("virtual_stages", virtual_stages)
+    if v > 1 and layers % v:
+        raise ValueError(
+            f"virtual_stages={v!r}: does not divide the {layers} layers of a stage; allowed: a divisor of {layers}"
+        )
     stage_bytes = cfg.param_count() * pb * layers / cfg.n_layers
     shard_tokens = batch_tokens / layout.batch_shards
     micro_bytes = shard_tokens / m * cfg.d_model * ab
@@ -382,7 +391,7 @@ def step_time(
     parts = [
         *_weight_collectives(pl, stage_bytes / layers, layers),
         *_activation_collectives(pl, micro_bytes, kv_bytes, layers),
-        *_stage_and_pod_collectives(pl, micro_bytes / layout.tensor, stage_bytes),
+        *_stage_and_pod_collectives(pl, micro_bytes / layout.tensor, stage_bytes, v),
     ]
     return StepTime(
         placement=pl,
@@ -394,7 +403,7 @@ def step_time(
         flops_per_chip=flops,
         remat=remat,
         t_math=t_math,
-        t_bubble=t_math * bounds.pipeline_bubble_fraction(stages=layout.pipeline, microbatches=m),
+        t_bubble=t_math * bounds.pipeline_bubble_fraction(stages=layout.pipeline, microbatches=m, virtual_stages=v),
         collectives=tuple(parts),
     )
 
@@ -440,14 +449,16 @@ def memory_per_chip(
     checkpoints_per_layer: float = 4,
     activation_dtype: str = "bf16",
     remat: str = "checkpoints",
+    master_dtype: str | None = None,
 ) -> MemoryPerChip:
     """Parameters, gradients, optimizer state and activation checkpoints on one chip (bytes).
 
-    totals from `TransformerConfig.training_memory` (P params in param_dtype, gradients likewise,
-    OPTIMIZERS[optimizer] values of optimizer_dtype per parameter, batch_tokens L c D activation values
-    with c = checkpoints_per_layer; `remat="full"` keeps 1, `"none"` the text's 20), then divided:
-    weights, gradients and optimizer state by `Layout.weight_shards` (fsdp tensor pipeline expert),
-    activations by every chip and kept for only
+    totals from `TransformerConfig.training_memory`: P params in param_dtype, gradients likewise,
+    OPTIMIZERS[optimizer] values of optimizer_dtype per parameter plus a master copy of the weights in
+    master_dtype when there is one (mixed precision keeps "fp32"; None by default, as the text counts),
+    and batch_tokens L c D activation values, c = checkpoints_per_layer (`remat="full"` keeps 1,
+    "none" the text's 20). Then divided: weights, gradients and optimizer state by
+    `Layout.weight_shards` (fsdp tensor pipeline expert); activations by every chip, and kept for only
     min(M, stages) of the M microbatches at once (gradient accumulation without a pipeline keeps one;
     a one-forward-one-backward pipeline at most one per stage). LLaMA 3-70B, 4M tokens, c = 4:
     140 GB + 560 GB + 20.9 TB in all (the text counts no gradients).
@@ -463,7 +474,8 @@ def memory_per_chip(
         batch_tokens=checks.non_negative("batch_tokens", batch_tokens),
         param_dtype=param_dtype,
         grad_dtype=param_dtype,
-        optimizer_bytes_per_param=moments * checks.dtype_bytes(optimizer_dtype, "optimizer_dtype"),
+        optimizer_bytes_per_param=moments * checks.dtype_bytes(optimizer_dtype, "optimizer_dtype")
+        + _kept_bytes("master_dtype", master_dtype),
         activation_dtype=activation_dtype,
         remat=REMAT[checks.one_of("remat", remat, REMAT)][0],
         checkpoints_per_layer=checkpoints_per_layer if remat == "checkpoints" else None,

@@ -303,3 +303,22 @@ def test_recomputation_trades_a_third_more_flops_for_activation_memory():
     assert memory["none"].activations_bytes == pytest.approx(5 * memory["checkpoints"].activations_bytes)
     with pytest.raises(ValueError, match=r"^remat='selective': unknown; .*allowed: checkpoints, full, none"):
         training.step_time("llama-3-8b", "v5e", layout, seq_len=4096, remat="selective", **kw)
+
+
+def test_an_interleaved_schedule_divides_the_bubble_and_multiplies_the_sends():
+    layout, kw = Layout(fsdp=64, pipeline=4, microbatches=16), {"batch_tokens": BATCH_4M, "seq_len": 4096}
+    plain = training.step_time("llama3-70b", "v5p", layout, **kw)
+    interleaved = training.step_time("llama3-70b", "v5p", layout, virtual_stages=4, **kw)
+    assert plain.t_bubble == pytest.approx(plain.t_math * 3 / 16)
+    assert interleaved.t_bubble == pytest.approx(plain.t_bubble / 4)
+    sends = {s.calls for s in interleaved.collectives if s.op == "permute"}
+    assert sends == {4 * 16}
+    with pytest.raises(ValueError, match=r"^virtual_stages=3: does not divide the 20 layers of a stage"):
+        training.step_time("llama3-70b", "v5p", layout, virtual_stages=3, **kw)
+
+
+def test_mixed_precision_master_weights_add_four_bytes_a_parameter():
+    model, layout = get_model("llama-3-8b"), Layout(fsdp=8)
+    plain = training.memory_per_chip(model, "v5p", layout, batch_tokens=0)
+    master = training.memory_per_chip(model, "v5p", layout, batch_tokens=0, master_dtype="fp32")
+    assert master.optimizer_bytes - plain.optimizer_bytes == pytest.approx(4 * model.param_count() / 8)
