@@ -230,6 +230,24 @@ class StepTime:
         return max(self.collectives, key=lambda c: c.total_s, default=None)
 
 
+def _virtual_stages(layers: int, virtual_stages: int) -> int:
+    """`virtual_stages` as a count that divides a stage's layers (each device's chunks of an interleaved pipeline)."""
+    v = checks.count("virtual_stages", virtual_stages)
+    if v > 1 and layers % v:
+        raise ValueError(
+            f"virtual_stages={v!r}: does not divide the {layers} layers of a stage; allowed: a divisor of {layers}"
+        )
+    return v
+
+
+def _step_flops(cfg: TransformerConfig, layout: Layout, batch_tokens: int, seq_len: int, remat: str) -> float:
+    """Training FLOPs of one chip of the busiest stage: flops_per_token B / N, times ceil(L / S) S / L when the
+    layers do not split evenly, times (3 + r) / 3 for r recomputed forward passes (`REMAT`)."""
+    flops = cfg.flops_per_token(seq_len, training=True, causal=True) * batch_tokens / layout.n_chips
+    flops *= _stage_layers(cfg, layout) * layout.pipeline / cfg.n_layers
+    return flops * (3 + REMAT[checks.one_of("remat", remat, REMAT)][1]) / 3
+
+
 def _in_flight(layout: Layout) -> float:
     """Share of a step's microbatches whose activations are held at once: min(M, stages) / M."""
     return min(layout.microbatches, layout.pipeline) / layout.microbatches
@@ -372,39 +390,42 @@ def step_time(
     """
     cfg, pl = get_model(model, arg="model"), place(chip, layout)
     _check_step(cfg, layout, batch_tokens, seq_len)
-    pb = checks.dtype_bytes(param_dtype, "param_dtype")
-    ab = checks.dtype_bytes(activation_dtype, "activation_dtype")
-    m, layers = layout.microbatches, _stage_layers(cfg, layout)
-    v = checks.count("virtual_stages", virtual_stages)
-    if v > 1 and layers % v:
-        raise ValueError(
-            f"virtual_stages={v!r}: does not divide the {layers} layers of a stage; allowed: a divisor of {layers}"
-        )
-    stage_bytes = cfg.param_count() * pb * layers / cfg.n_layers
-    shard_tokens = batch_tokens / layout.batch_shards
-    micro_bytes = shard_tokens / m * cfg.d_model * ab
-    kv_bytes = shard_tokens * layout.context / m * 2 * cfg.n_kv_heads * cfg.head_dim * ab / layout.tensor
-    flops = cfg.flops_per_token(seq_len, training=True, causal=True) * batch_tokens / layout.n_chips
-    flops *= layers * layout.pipeline / cfg.n_layers  # the busiest stage, when the layers do not split evenly
-    flops *= (3 + REMAT[checks.one_of("remat", remat, REMAT)][1]) / 3  # a recomputed forward is a third more
+    layers = _stage_layers(cfg, layout)
+    v = _virtual_stages(layers, virtual_stages)
+    flops = _step_flops(cfg, layout, batch_tokens, seq_len, remat)
     t_math = flops / pl.chip.peak_ops_per_s("bf16")
-    parts = [
-        *_weight_collectives(pl, stage_bytes / layers, layers),
-        *_activation_collectives(pl, micro_bytes, kv_bytes, layers),
-        *_stage_and_pod_collectives(pl, micro_bytes / layout.tensor, stage_bytes, v),
-    ]
+    bubble = bounds.pipeline_bubble_fraction(stages=layout.pipeline, microbatches=layout.microbatches, virtual_stages=v)
     return StepTime(
         placement=pl,
         n_chips=layout.n_chips,
         batch_tokens=int(batch_tokens),
         seq_len=int(seq_len),
-        tokens_per_chip=shard_tokens,
+        tokens_per_chip=batch_tokens / layout.batch_shards,
         context_parallel=max(float(layout.context), layout.batch_shards * seq_len / batch_tokens),
         flops_per_chip=flops,
         remat=remat,
         t_math=t_math,
-        t_bubble=t_math * bounds.pipeline_bubble_fraction(stages=layout.pipeline, microbatches=m, virtual_stages=v),
-        collectives=tuple(parts),
+        t_bubble=t_math * bubble,
+        collectives=_step_collectives(cfg, pl, batch_tokens, v, (param_dtype, activation_dtype)),
+    )
+
+
+def _step_collectives(
+    cfg: TransformerConfig, pl: Placement, batch_tokens: int, v: int, dtypes: tuple[str, str]
+) -> tuple[CollectiveCost, ...]:
+    """Every collective of a step (see `step_time`), with its sizes from the batch and the dtypes."""
+    layout = pl.layout
+    pb = checks.dtype_bytes(dtypes[0], "param_dtype")
+    ab = checks.dtype_bytes(dtypes[1], "activation_dtype")
+    m, layers = layout.microbatches, _stage_layers(cfg, layout)
+    stage_bytes = cfg.param_count() * pb * layers / cfg.n_layers
+    shard_tokens = batch_tokens / layout.batch_shards
+    micro_bytes = shard_tokens / m * cfg.d_model * ab
+    kv_bytes = shard_tokens * layout.context / m * 2 * cfg.n_kv_heads * cfg.head_dim * ab / layout.tensor
+    return (
+        *_weight_collectives(pl, stage_bytes / layers, layers),
+        *_activation_collectives(pl, micro_bytes, kv_bytes, layers),
+        *_stage_and_pod_collectives(pl, micro_bytes / layout.tensor, stage_bytes, v),
     )
 
 
