@@ -14,7 +14,8 @@ the first time it is used. The layers, lowest first:
   `systolic` (a NumPy simulation), `tiling` (the Pallas kernels' block sizes from on-chip memory),
   `speculative` (speculative sampling's acceptance rules, in NumPy), `parallelism` (a step's `Layout`
   and its placement on the hardware), `bounds` (the text's closed-form parallelism bounds), `training`
-  (step time, memory, whole runs and MFU on a `Layout`), `planner` (every sensible layout, ranked;
+  (step time, memory, whole runs and MFU on a `Layout`; `overheads` counts what its expected time
+  adds), `planner` (every sensible layout, ranked;
   `python -m book_lib plan ...` runs it from a shell);
 * JAX: `devices` (the setup cell's device choice), `ring`, `attention` and `decode` (demos), `hlo` (compiled
   programs), `bench` (timing), `profile` (a program's trace, HLO ops and memory), `precision` (accelerator
@@ -49,6 +50,7 @@ __all__ = [
     "model_plots",
     "models",
     "notation",
+    "overheads",
     "parallelism",
     "planner",
     "plots",

@@ -114,6 +114,11 @@ def _entry_json(entry: planner.PlanEntry) -> dict[str, Any]:
         "layout": {name: getattr(step.layout, name) for name in (*parallelism.DEGREES, "microbatches")},
         "mesh": step.mesh,
         "remat": step.remat,
+        "roofline_s": entry.roofline_s,
+        "expected_s": entry.expected_s,
+        "mfu_bound": entry.mfu_bound,
+        "mfu_expected": entry.mfu_expected,
+        "terms": [{"name": t.name, "seconds": t.seconds, "how": t.how} for t in step.terms],
         "t_lower_s": step.t_lower,
         "t_upper_s": step.t_upper,
         "t_math_s": step.t_math,
@@ -188,15 +193,19 @@ def _plan_table(plan: planner.TrainingPlan, top: int) -> str:
         f"text's FSDP degree for FSDP+TP: X_opt = sqrt(B M_X N / (F M_Y)) = {plan.text_fsdp_degree:,.0f} "
         "(M_X = 2, M_Y = 1); * marks the mesh closest to it",
         "",
-        f"{'#':>3}  {'scheme':<11} {'mesh':<40} {'step s':>8} {'math s':>8} {'comms s':>8} {'bound':<13} "
-        f"{'MFU':>5} {'GB/chip':>8}  why",
+        "roofline: the book's bound, max(math, comms); expected: the roofline plus each term it leaves out "
+        "(elementwise ops, optimizer, exposed collectives and their latency, bubble, recomputation; --json lists them)",
+        "",
+        f"{'#':>3}  {'scheme':<11} {'mesh':<40} {'roofline s':>10} {'expected s':>10} {'math s':>8} {'comms s':>8} "
+        f"{'bound':<13} {'MFU bound':>9} {'expected':>8} {'GB/chip':>8}  why",
     ]
     shown = plan.entries if top <= 0 else plan.entries[:top]
     for e in shown:
         mesh = " ".join(f"{k}={v}" for k, v in e.step.mesh.items()) + (" *" if e.near_text_fsdp_degree else "")
         lines.append(
-            f"{e.rank:>3}  {e.scheme:<11} {mesh:<40} {e.step.t_lower:>8.3f} {e.step.t_math:>8.3f} "
-            f"{e.step.t_comms:>8.3f} {e.step.bound:<13} {e.mfu:>5.0%} {e.memory.total_bytes / 1e9:>8.1f}  {e.reason}"
+            f"{e.rank:>3}  {e.scheme:<11} {mesh:<40} {e.roofline_s:>10.3f} {e.expected_s:>10.3f} {e.step.t_math:>8.3f} "
+            f"{e.step.t_comms:>8.3f} {e.step.bound:<13} {e.mfu_bound:>9.0%} {e.mfu_expected:>8.0%} "
+            f"{e.memory.total_bytes / 1e9:>8.1f}  {e.reason}"
         )
     if len(shown) < len(plan.entries):
         lines.append(f"... {len(plan.entries) - len(shown)} more (--top 0 shows all)")

@@ -80,11 +80,19 @@ __all__ = [
     "all_reduce_time_multi",
     "permute_steps",
     "link_load_fraction",
+    "NCCL_BASE_LATENCY_S",
+    "NCCL_STEP_LATENCY_S",
+    "call_latency_s",
 ]
 
 HOP_LATENCY_S = 1e-6  # per ICI hop; Book: Part 3, "A note on ICI latency"
 LINKS = ("ici", "dcn", "pcie")
 OPS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
+# NCCL's own cost model of a ring collective in its low-latency protocol (src/graph/tuning.cc, baseLat and
+# hwLat for Ring/LL: https://github.com/NVIDIA/nccl/blob/master/src/graph/tuning.cc): a fixed 6.6 us per
+# call, plus 0.6 us per ring step over NVLink and 2.7 us per step that crosses the network.
+NCCL_BASE_LATENCY_S = 6.6e-6
+NCCL_STEP_LATENCY_S = {"ici": 0.6e-6, "dcn": 2.7e-6, "pcie": 1.0e-6}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -470,3 +478,28 @@ def all_reduce_time_multi(
         ValueError: see `collective_time`; `axis_sizes` not a tuple.
     """
     return _total_s("all_reduce", array_bytes, axis_sizes, chip, wraparound, link, hop_latency_s, several=True)
+
+
+def call_latency_s(op: str, n_devices: int, chip: Chip | str, *, link: str = "ici", hops: int | None = None) -> float:
+    """Fixed time of one call of `op` over n devices, whatever its size (s): what a step pays per call
+    on top of the bandwidth time when calls run one after another.
+
+    GPUs (and any switched link: DCN, PCIe): NCCL's ring model, NCCL_BASE_LATENCY_S + steps *
+    NCCL_STEP_LATENCY_S[link], with 2 (n - 1) steps for an AllReduce and n - 1 otherwise (8 GPUs on NVLink,
+    AllReduce: 6.6 + 14 x 0.6 = 15 us). TPU ICI: the book's hops * HOP_LATENCY_S (`hops` as
+    `collective_time` counts them, doubled for an AllReduce). 0 on one device.
+    Book: Part 3, "A note on ICI latency"; Part 12 (GPUs), collectives.
+
+    Raises:
+        ValueError: unknown op, link or chip; n_devices not a count; TPU ICI without hops.
+    """
+    op, link = checks.one_of("op", op, OPS), checks.one_of("link", link, LINKS)
+    n, chip = checks.count("n_devices", n_devices), checks.chip(chip)
+    if n == 1:
+        return 0.0
+    if link == "ici" and chip.ici_topology != "nvswitch":
+        if hops is None:
+            raise ValueError("hops=None: a TPU ICI call's latency needs its hops; allowed: a count")
+        return checks.count("hops", hops) * HOP_LATENCY_S
+    steps = (2 if op == "all_reduce" else 1) * (n - 1)
+    return NCCL_BASE_LATENCY_S + steps * NCCL_STEP_LATENCY_S[link]

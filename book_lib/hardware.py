@@ -69,6 +69,7 @@ class Chip:
         family: `"tpu"` or `"gpu"`.
         bf16_flops_per_s: dense bfloat16 matmul peak (FLOPs/s), without the sparsity factor.
         int8_ops_per_s: dense int8 matmul peak (OPs/s); equals bf16 where int8 is not faster.
+        fp8_flops_per_s: dense fp8 matmul peak (FLOPs/s), None where the chip has no faster fp8 path.
         hbm_bytes: HBM capacity (bytes).
         hbm_bytes_per_s: HBM bandwidth (bytes/s).
         ici_bytes_per_s: one inter-chip link, one direction (bytes/s); NVLink for GPUs.
@@ -117,6 +118,7 @@ class Chip:
     pod_shape: tuple[int, ...]
     pcie_bytes_per_s: float
     dcn_bytes_per_s: float
+    fp8_flops_per_s: float | None = None
     vmem_bytes: float | None = None
     mxu_size: int | None = None
     mxus_per_core: int | None = None
@@ -162,6 +164,7 @@ class Chip:
             if not shape or any(int(s) != s or s < 1 for s in shape):
                 raise ValueError(f"{attr}={shape!r}: not a shape for chip {self.name!r}; allowed: positive ints")
         optional = (
+            "fp8_flops_per_s",
             "mxu_size",
             "mxus_per_core",
             "vregs_per_core",
@@ -214,14 +217,21 @@ class Chip:
         return self.dcn_bytes_per_s / self.chips_per_host
 
     def peak_ops_per_s(self, dtype: str = "bf16") -> float:
-        """Dense matmul peak for `dtype` (FLOPs/s or OPs/s): bf16_flops_per_s or int8_ops_per_s.
+        """Dense matmul peak for `dtype` (FLOPs/s or OPs/s): bf16_flops_per_s, int8_ops_per_s or fp8_flops_per_s.
 
-        `dtype` may be spelled any common way ("bf16", "BF16", "bfloat16", "int8", "i8").
+        `dtype` may be spelled any common way ("bf16", "BF16", "bfloat16", "int8", "i8", "fp8", "e4m3").
 
         Raises:
-            ValueError: a dtype with no peak in this table (fp8 or fp32, say).
+            ValueError: a dtype with no peak in this table (fp32, say), or fp8 on a chip without an fp8 peak.
         """
-        name = checks.dtype(dtype, allowed=("bf16", "int8"))
+        name = checks.dtype(dtype, allowed=("bf16", "int8", "fp8"))
+        if name == "fp8":
+            if self.fp8_flops_per_s is None:
+                with_fp8 = ", ".join(c.name for c in _ALL if c.fp8_flops_per_s)
+                raise ValueError(
+                    f"dtype={dtype!r}: {self.name} has no fp8 matmul peak; allowed: bf16, int8 (fp8 on {with_fp8})"
+                )
+            return self.fp8_flops_per_s
         return self.bf16_flops_per_s if name == "bf16" else self.int8_ops_per_s
 
     @property
@@ -400,6 +410,7 @@ _ALL = (
         name="tpu-7x",
         bf16_flops_per_s=2.307e15,
         int8_ops_per_s=4.614e15,  # Google quotes FP8; Ironwood has no separate int8 figure
+        fp8_flops_per_s=4.614e15,  # cloud.google.com/tpu/docs/tpu7x: "FP8 4614" TFLOPs
         hbm_bytes=192e9,
         hbm_bytes_per_s=7.37e12,
         ici_bytes_per_s=1.0e11,  # 1.2e12 bytes/s bidirectional per chip over 6 links
@@ -448,6 +459,7 @@ _ALL = (
         name="h100",
         bf16_flops_per_s=9.89e14,  # spec sheet 1,979 TFLOPS is with sparsity; dense is half
         int8_ops_per_s=1.979e15,
+        fp8_flops_per_s=1.979e15,  # spec sheet 3,958 TFLOPS FP8 with sparsity
         hbm_bytes=80e9,
         hbm_bytes_per_s=3.35e12,
         ici_bytes_per_s=2.5e10,  # NVLink 4: 900 GB/s bidirectional over 18 links
@@ -478,6 +490,7 @@ _ALL = (
         name="h200",
         bf16_flops_per_s=9.89e14,
         int8_ops_per_s=1.979e15,
+        fp8_flops_per_s=1.979e15,  # spec sheet 3,958 TFLOPS FP8 with sparsity
         hbm_bytes=141e9,
         hbm_bytes_per_s=4.8e12,
         ici_bytes_per_s=2.5e10,
@@ -503,6 +516,7 @@ _ALL = (
         name="b200",
         bf16_flops_per_s=2.25e15,
         int8_ops_per_s=4.5e15,
+        fp8_flops_per_s=4.5e15,  # HGX B200: 9 PFLOPS FP8 per GPU with sparsity
         hbm_bytes=180e9,
         hbm_bytes_per_s=7.7e12,
         ici_bytes_per_s=5.0e10,  # NVLink 5: 1.8 TB/s bidirectional over 18 links
@@ -563,6 +577,21 @@ _VARIANTS = (
         pod_shape=(2,),
         device_kinds=(r"nvidia h100 pcie", r"nvidia h100-pcie(-80gb)?"),
         source="https://www.nvidia.com/en-us/data-center/h100/ (PCIe)",
+    ),
+    # The H100 sold in China until late 2023: the same compute and HBM, NVLink cut to 400 GB/s
+    # bidirectional (8 links). DeepSeek-V3 trained on 2048 of them; its report measures NVLink at
+    # 160 GB/s and InfiniBand at 50 GB/s per GPU, which is the per-node figure here.
+    dataclasses.replace(
+        _BY_NAME["h100"],
+        name="h800",
+        ici_links=8,
+        dcn_bytes_per_s=4.0e11,
+        device_kinds=(r"nvidia h800( .*)?",),
+        source=(
+            "https://arxiv.org/abs/2412.19437 (DeepSeek-V3 technical report, section 3.2.2: 'NVLink offers a "
+            "bandwidth of 160 GB/s, roughly 3.2 times that of IB (50 GB/s)'); "
+            "https://www.nvidia.com/en-us/data-center/h100/ (the H100 SXM's compute and HBM)"
+        ),
     ),
 )
 VARIANTS: MappingProxyType[str, Chip] = MappingProxyType({chip.name: chip for chip in _VARIANTS})

@@ -67,6 +67,45 @@ _ALL = (
         max_positions=8192,
     ),  # fmt: skip
     _llama("qwen2.5-72b", "Qwen/Qwen2.5-72B", 80, 8192, 29568, 64, 8, 152064, qkv_bias=True),
+    # 256 routed experts of width 2048 and one shared, top-8; dense MLP (18432) in the first 3 of 61 layers;
+    # latent attention (q rank 1536, kv rank 512, RoPE 64, value heads 128). The checkpoint's 685B also
+    # hold one multi-token-prediction layer, which the report's 671B leave out, and so does this preset.
+    _llama(
+        "deepseek-v3",
+        "deepseek-ai/DeepSeek-V3",
+        61,
+        7168,
+        18432,
+        128,
+        128,
+        129280,
+        n_experts=256,
+        experts_per_token=8,
+        moe_d_ff=2048,
+        n_shared_experts=1,
+        first_dense_layers=3,
+        kv_lora_rank=512,
+        q_lora_rank=1536,
+        rope_head_dim=64,
+        v_head_dim=128,
+        max_positions=163840,
+    ),  # fmt: skip
+    # 128 experts of width 1536, top-8, in every layer; q and k norms.
+    _llama(
+        "qwen3-235b-a22b",
+        "Qwen/Qwen3-235B-A22B",
+        94,
+        4096,
+        12288,
+        64,
+        4,
+        151936,
+        n_experts=128,
+        experts_per_token=8,
+        moe_d_ff=1536,
+        qk_norm=True,
+        max_positions=40960,
+    ),  # fmt: skip
     # Worked problems of the book. Part 4 Q1: D = 4096, F = 4D, V = 32,000, L = 64, MHA with N H = D
     # (we pick N = 32, H = 128); untied, one D-wide norm per layer as in the book's "Other: D" row.
     TransformerConfig(

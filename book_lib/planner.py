@@ -31,8 +31,9 @@ __all__ = ["PlanEntry", "TrainingPlan", "plan_training"]
 class PlanEntry:
     """One scheme the planner tried, with its step time, memory and why it ranks where it does.
 
-    mfu = useful FLOPs of the step / (t_lower N C): the MFU at the roofline (1 when compute-bound
-    without a bubble).
+    mfu = useful FLOPs of the step / (t_lower N C): the MFU at the text's bound with the bubble (1 when
+    compute-bound without one); `mfu_bound` and `mfu_expected` are the MFU at `roofline_s` (no run does
+    better) and at `expected_s` (the roofline plus every term it leaves out, `training.StepTime.terms`).
 
     Attributes:
         rank: 1 for the best (count).
@@ -53,6 +54,36 @@ class PlanEntry:
     near_text_fsdp_degree: bool
     reason: str
 
+    @property
+    def layout(self) -> Layout:
+        """The entry's `parallelism.Layout`."""
+        return self.step.layout
+
+    @property
+    def fits(self) -> bool:
+        """Whether its weights, optimizer state and activations fit in HBM."""
+        return bool(self.memory.fits)
+
+    @property
+    def roofline_s(self) -> float:
+        """`StepTime.roofline_s`: the bound (s)."""
+        return self.step.roofline_s
+
+    @property
+    def expected_s(self) -> float:
+        """`StepTime.expected_s`: the bound plus each named term it leaves out (s)."""
+        return self.step.expected_s
+
+    @property
+    def mfu_bound(self) -> float:
+        """`StepTime.mfu_bound` (ratio)."""
+        return self.step.mfu_bound
+
+    @property
+    def mfu_expected(self) -> float:
+        """`StepTime.mfu_expected` (ratio)."""
+        return self.step.mfu_expected
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TrainingPlan:
@@ -65,7 +96,7 @@ class TrainingPlan:
         slice_shape: the ICI slice of one pod (chips per axis).
         text_fsdp_degree: X_opt = sqrt(B M_X N / (F M_Y)) with two FSDP axes and one tensor axis, N one
             pod's chips and B its share of the batch (count, not rounded).
-        entries: the layouts, ranked by step time (those that do not fit last).
+        entries: the layouts, ranked by expected step time (those that do not fit last).
     """
 
     model: str
@@ -193,8 +224,8 @@ def _reason(entry_step: StepTime, memory: MemoryPerChip, best: StepTime | None) 
         notes.append(f"pipeline bubble +{entry_step.t_bubble / entry_step.t_math:.0%}")
     if best is None:
         return "; ".join(["fastest that fits", *notes])
-    ratio = entry_step.t_lower / best.t_lower
-    return "; ".join([*notes, f"{ratio:.2f}x the best step time"])
+    ratio = entry_step.expected_s / best.expected_s
+    return "; ".join([*notes, f"{ratio:.2f}x the best expected step time"])
 
 
 def plan_training(
@@ -208,7 +239,7 @@ def plan_training(
 ) -> TrainingPlan:
     """Every sensible layout of a training step of `model` on `n_chips`, ranked by step time.
 
-    The layouts of the module docstring, ranked by `StepTime.t_lower`, then `t_upper` (layouts that do
+    The layouts of the module docstring, ranked by `StepTime.expected_s`, then `t_lower` (layouts that do
     not fit in HBM last), each with `training.memory_per_chip` (Adam, bf16 weights, fp32 state) and
     the MFU at the roofline. Book: Part 5 ("Scaling Between Pods", "Key Takeaways"); Part 6,
     "How to shard LLaMA 3-70B".
@@ -246,7 +277,7 @@ def _rank(
     tried: list[tuple[str, StepTime, MemoryPerChip]],
 ) -> TrainingPlan:
     """Sort the layouts, attach MFU and reasons, and flag the FSDP degree nearest the text's X_opt."""
-    tried.sort(key=lambda t: (t[2].fits is False, t[1].t_lower, t[1].t_upper))
+    tried.sort(key=lambda t: (t[2].fits is False, t[1].expected_s, t[1].t_lower))
     x_opt = bounds.optimal_fsdp_degree(n_chips // pods, batch_tokens=b / pods, d_ff=cfg.d_ff)
     mixed = [s.layout.fsdp if _is_mixed(s.layout) else None for _, s, _ in tried]
     nearest = min((x for x in mixed if x), key=lambda x: abs(math.log(x / x_opt)), default=None)

@@ -68,6 +68,19 @@ class TransformerConfig:
         norms_per_layer: D-wide norm scale vectors per block (2 for pre-norm, 4 for Gemma 2's sandwich norm).
         max_positions: positions the model was trained for (config.json's max_position_embeddings): the
             longest sequence or context it takes; None when unknown (no limit is checked).
+        moe_d_ff: hidden width of one routed (or shared) expert, None: d_ff (config.json's
+            moe_intermediate_size); d_ff is then the width of the dense layers' MLP.
+        n_shared_experts: experts every token passes through besides its k routed ones (DeepSeek's).
+        first_dense_layers: layers at the bottom with a dense MLP of width d_ff instead of experts
+            (DeepSeek's first_k_dense_replace).
+        kv_lora_rank: multi-head latent attention (MLA) when set: keys and values are projected up from
+            a cached latent of this width (DeepSeek-V2/V3); head_dim is then the query/key width
+            without RoPE (qk_nope_head_dim).
+        q_lora_rank: MLA's query latent width, None: queries projected straight from D.
+        rope_head_dim: MLA's decoupled RoPE width per head (qk_rope_head_dim): one shared key of this
+            width is cached per token, and each query head gets this many more dims.
+        v_head_dim: width of one value head, None: head_dim.
+        qk_norm: one head_dim-wide norm on the queries and one on the keys per layer (Qwen3).
         name: preset name (`"llama-3-70b"`), empty for ad-hoc configs.
         source: where the numbers come from (the Hugging Face config.json URL for released models).
 
@@ -92,6 +105,14 @@ class TransformerConfig:
     qkv_bias: bool = False
     norms_per_layer: int = 2
     max_positions: int | None = None
+    moe_d_ff: int | None = None
+    n_shared_experts: int = 0
+    first_dense_layers: int = 0
+    kv_lora_rank: int | None = None
+    q_lora_rank: int | None = None
+    rope_head_dim: int = 0
+    v_head_dim: int | None = None
+    qk_norm: bool = False
     name: str = ""
     source: str = ""
 
@@ -110,10 +131,22 @@ class TransformerConfig:
         )
         for attr in sizes:
             checks.count(attr, getattr(self, attr))
-        checks.count("norms_per_layer", self.norms_per_layer, minimum=0)
-        if self.max_positions is not None:
-            checks.count("max_positions", self.max_positions)
-        for attr in ("tied_embeddings", "gated_mlp", "qkv_bias"):
+        for attr in ("norms_per_layer", "n_shared_experts", "first_dense_layers", "rope_head_dim"):
+            checks.count(attr, getattr(self, attr), minimum=0)
+        for attr in ("max_positions", "moe_d_ff", "kv_lora_rank", "q_lora_rank", "v_head_dim"):
+            if getattr(self, attr) is not None:
+                checks.count(attr, getattr(self, attr))
+        if self.first_dense_layers > self.n_layers:
+            raise ValueError(
+                f"first_dense_layers={self.first_dense_layers!r}: more than n_layers={self.n_layers}{where}; "
+                f"allowed: 0 .. {self.n_layers}"
+            )
+        if self.kv_lora_rank is None and (self.q_lora_rank is not None or self.rope_head_dim):
+            raise ValueError(
+                f"kv_lora_rank=None: q_lora_rank and rope_head_dim describe latent attention{where}; "
+                "allowed: set kv_lora_rank with them, or neither"
+            )
+        for attr in ("tied_embeddings", "gated_mlp", "qkv_bias", "qk_norm"):
             if not isinstance(getattr(self, attr), bool):
                 raise ValueError(f"{attr}={getattr(self, attr)!r}: not a bool{where}; allowed: True, False")
         if self.n_heads % self.n_kv_heads:
@@ -158,9 +191,13 @@ class TransformerConfig:
     def qkvo_weights_per_layer(self) -> int:
         """Weights of the q, k, v and o projections of one layer, biases excluded (count).
 
-        = D N H (q) + 2 D K H (k, v) + N H D (o) = 2 D (N + K) H
+        = D N H (q) + 2 D K H (k, v) + N H D (o) = 2 D (N + K) H; with latent attention, the sum of
+        its five (or four) matrices (`_mla_rows`).
         """
-        return 2 * self.d_model * (self.n_heads + self.n_kv_heads) * self.head_dim
+        return (
+            sum(row.params for row in self._qkvo_rows(1, 1))
+            - self.qkv_bias * (self.n_heads + 2 * self.n_kv_heads) * self.head_dim
+        )
 
     def param_breakdown(self, *, active: bool = False) -> ParamBreakdown:
         """Parameters by component (counts); with `active=True` only the k routed experts count.
@@ -209,12 +246,13 @@ class TransformerConfig:
     def params_read_per_step(self, batch_tokens: int) -> float:
         """Weights a decode step over `batch_tokens` tokens reads from HBM (count).
 
-        P - mlp + mlp * experts_touched(B) / E: every weight but the experts' MLPs, and the experts the
-        batch touches; `param_count()` for a dense model. Mixtral 8x7B at B = 1: 12.9B of its 46.7B.
+        P - routed + routed * experts_touched(B) / E (routed = `routed_expert_params`): every weight but the
+        routed experts, and the experts the batch touches; `param_count()` for a dense model. Mixtral 8x7B
+        at B = 1: 12.9B of its 46.7B.
         Book: Part 7 (Inference), equation (4) (the weights term); Part 4, "Sparsity and Mixture-of-Experts".
         """
-        mlp = self.param_breakdown().mlp
-        return self.param_count() - mlp + mlp * self.experts_touched(batch_tokens) / self.n_experts
+        routed = self.routed_expert_params
+        return self.param_count() - routed + routed * self.experts_touched(batch_tokens) / self.n_experts
 
     # ----- FLOPs ------------------------------------------------------------------------------------
 
@@ -295,24 +333,70 @@ class TransformerConfig:
         return self._row(group, name, op, formula, kw.pop("params_formula", monomial), flops=flops, params=weights,
                          active_params=active, weight_matmul=True, **kw)  # fmt: skip
 
+    @property
+    def expert_d_ff(self) -> int:
+        """Hidden width of one expert's MLP: moe_d_ff, or d_ff when none is set (count)."""
+        return self.d_ff if self.moe_d_ff is None else self.moe_d_ff
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers whose MLP is split into experts: L - first_dense_layers, 0 for a dense model (count)."""
+        return self.n_layers - self.first_dense_layers if self.is_moe else 0
+
+    @property
+    def routed_expert_params(self) -> int:
+        """Weights of the routed experts, which a token reaches only through the router (count).
+
+        = L_moe E m D F_e (L_moe = `moe_layers`, F_e = `expert_d_ff`); 0 for a dense model.
+        """
+        return self.moe_layers * self.n_experts * self.mlp_matrices * self.d_model * self.expert_d_ff
+
     def _mlp_rows(self, c: float, tokens: float) -> tuple[OpRow, ...]:
-        """W_in1 (gate), W_in2 (up), their elementwise product and W_out (down), or W_in, act, W_out."""
-        D, F, E, k = self.d_model, self.d_ff, self.n_experts, self.experts_per_token
-        moe: dict[str, Any] = {"k": "k", "params_formula": "EDF", "active_params": k * D * F} if self.is_moe else {}
-        mm = functools.partial(self._matmul, "mlp", monomial="DF", weights=E * D * F, c=c, tokens=tokens)
+        """Dense layers' MLP (all L layers of a dense model), then the MoE layers' routed experts, shared
+        experts and router."""
+        if not self.is_moe:
+            return self._expert_rows(c, tokens, count=self.n_layers)
+        rows = self._expert_rows(c, tokens, count=self.first_dense_layers, tag=" (dense layers)")
+        e, k, s, width = self.n_experts, self.experts_per_token, self.n_shared_experts, self.expert_d_ff
+        routed: dict[str, Any] = {"k": "k", "params_formula": "EDF", "active_params": k * self.d_model * width}
+        rows += self._expert_rows(c, tokens, count=self.moe_layers, width=width, experts=e, **routed)
+        shared: dict[str, Any] = {"k": "s", "params_formula": "sDF", "active_params": s * self.d_model * width}
+        rows += self._expert_rows(c, tokens, count=self.moe_layers * bool(s), width=width, experts=s, tag=" (shared)",
+                                  **shared)  # fmt: skip
+        router = self._matmul("router", "router", r"A[B,T,D] \cdot_D W_{gate}[D,E]", "DE", self.d_model * e, c, tokens)
+        return rows + (dataclasses.replace(router, count=self.moe_layers),)
+
+    def _expert_rows(
+        self,
+        c: float,
+        tokens: float,
+        *,
+        count: int,
+        width: int | None = None,
+        experts: int = 1,
+        tag: str = "",
+        **moe: Any,
+    ) -> tuple[OpRow, ...]:
+        """W_in1 (gate), W_in2 (up), their elementwise product and W_out (down), or W_in, act, W_out, of
+        `experts` MLPs of `width` (d_ff by default) in `count` layers; none when count is 0."""
+        if not count:
+            return ()
+        D, F = self.d_model, self.d_ff if width is None else width
+        mm = functools.partial(self._matmul, "mlp", monomial="DF", weights=experts * D * F, c=c, tokens=tokens)
         ins = [("W_in1 (gate)", r"A[B,T,D] \cdot_D W_{in1}[D,F]"), ("W_in2 (up)", r"A[B,T,D] \cdot_D W_{in2}[D,F]")]
         if not self.gated_mlp:
             ins = [("W_in", r"A[B,T,D] \cdot_D W_{in}[D,F]")]
-        rows = tuple(mm(name=name, op=op, **moe) for name, op in ins)
+        rows = tuple(mm(name=name + tag, op=op, count=count, **moe) for name, op in ins)
         act = r"\sigma(A_{in1})[B,T,F] * A_{in2}[B,T,F]" if self.gated_mlp else r"\sigma(A_{in})[B,T,F]"
-        rows += (self._row("mlp", "activation" + (" x up" if self.gated_mlp else ""), act, "O(BTF)", ""),)
-        rows += (mm(name="W_out (down)", op=r"A[B,T,F] \cdot_F W_{out}[F,D]", **moe),)
-        if self.is_moe:
-            rows += (self._matmul("router", "router", r"A[B,T,D] \cdot_D W_{gate}[D,E]", "DE", D * E, c, tokens),)
-        return rows
+        rows += (
+            self._row("mlp", "activation" + (" x up" if self.gated_mlp else "") + tag, act, "O(BTF)", "", count=count),
+        )
+        return rows + (mm(name="W_out (down)" + tag, op=r"A[B,T,F] \cdot_F W_{out}[F,D]", count=count, **moe),)
 
     def _qkvo_rows(self, c: float, tokens: float) -> tuple[OpRow, ...]:
         """The four projections; q, k, v biases (when present) sit in their rows' weights, not their FLOPs."""
+        if self.kv_lora_rank is not None:
+            return self._mla_rows(c, tokens)
         D, N, K, H = self.d_model, self.n_heads, self.n_kv_heads, self.head_dim
         rows = []
         for name, heads, letter, op in (
@@ -327,13 +411,45 @@ class TransformerConfig:
         rows.append(self._matmul("qkvo", "W_O", r"A[B,T,N,H] \cdot_{NH} W_O[N,H,D]", "DNH", D * N * H, c, tokens))
         return tuple(rows)
 
-    def _dot_product_rows(self, c: float, seq_len: float, tokens: float) -> tuple[OpRow, ...]:
-        """QK^T and PV, 2 c S N H FLOPs per token each (c already halved for a causal mask), and the free softmax."""
-        flops = 2.0 * c * seq_len * self.n_heads * self.head_dim * tokens
+    def _mla_rows(self, c: float, tokens: float) -> tuple[OpRow, ...]:
+        """Multi-head latent attention: queries through a rank-r_q latent (or straight from D), keys and
+        values up-projected from the cached rank-r_kv latent plus one shared RoPE key of width R."""
+        D, N, H, R, Hv = self.d_model, self.n_heads, self.head_dim, self.rope_head_dim, self.value_head_dim
+        rq, rkv = self.q_lora_rank, self.kv_lora_rank or 0
+        mm = functools.partial(self._matmul, "qkvo", c=c, tokens=tokens)
+        if rq is None:
+            rows = [mm("W_Q", r"A[B,T,D] \cdot_D W_Q[D,N,H+R]", "DN(H+R)", D * N * (H + R))]
+        else:
+            rows = [
+                mm("W_DQ", r"A[B,T,D] \cdot_D W_{DQ}[D,r_q]", "Dr_q", D * rq),
+                mm("W_UQ", r"C_Q[B,T,r_q] \cdot_{r_q} W_{UQ}[r_q,N,H+R]", "r_qN(H+R)", rq * N * (H + R)),
+            ]
         return (
-            self._row("dot_product", "Q K^T", r"Q[B,T,K,G,H] \cdot_H K[B,S,K,H]", f"{2 * c:g}BTSNH", "", flops=flops),
+            *rows,
+            mm("W_DKV", r"A[B,T,D] \cdot_D W_{DKV}[D,r_{kv}+R]", "D(r_{kv}+R)", D * (rkv + R)),
+            mm(
+                "W_UKV",
+                r"C_{KV}[B,T,r_{kv}] \cdot_{r_{kv}} W_{UKV}[r_{kv},N,H+H_v]",
+                "r_{kv}N(H+H_v)",
+                rkv * N * (H + Hv),
+            ),
+            mm("W_O", r"A[B,T,N,H_v] \cdot_{NH_v} W_O[N,H_v,D]", "DNH_v", D * N * Hv),
+        )
+
+    @property
+    def value_head_dim(self) -> int:
+        """Width of one value head: v_head_dim, or head_dim when none is set (count)."""
+        return self.head_dim if self.v_head_dim is None else self.v_head_dim
+
+    def _dot_product_rows(self, c: float, seq_len: float, tokens: float) -> tuple[OpRow, ...]:
+        """QK^T and PV, 2 c S N H FLOPs per token each (c already halved for a causal mask), and the free
+        softmax; with MLA's RoPE dims and value width, 2 c S N (H + R) and 2 c S N H_v."""
+        per_head = 2.0 * c * seq_len * self.n_heads * tokens
+        qk, pv = per_head * (self.head_dim + self.rope_head_dim), per_head * self.value_head_dim
+        return (
+            self._row("dot_product", "Q K^T", r"Q[B,T,K,G,H] \cdot_H K[B,S,K,H]", f"{2 * c:g}BTSNH", "", flops=qk),
             self._row("dot_product", "softmax", r"\mathrm{softmax}_S\, L[B,T,S,K,G]", "O(BTSN)", ""),
-            self._row("dot_product", "P V", r"P[B,T,S,K,G] \cdot_S V[B,S,K,H]", f"{2 * c:g}BTSNH", "", flops=flops),
+            self._row("dot_product", "P V", r"P[B,T,S,K,G] \cdot_S V[B,S,K,H]", f"{2 * c:g}BTSNH", "", flops=pv),
         )
 
     def _other_rows(self, c: float, tokens: float) -> tuple[OpRow, ...]:
@@ -344,6 +460,11 @@ class TransformerConfig:
         rows: tuple[OpRow, ...] = (
             (self._row("norms", f"{n} norms", norm, "O(BTD)", f"{n}D", params=n * D),) if n else ()
         )
+        if self.qk_norm:
+            rows += (self._row("norms", "q and k norms", norm, "O(BTNH)", "2H", params=2 * self.head_dim),)
+        latents = [r for r in (self.q_lora_rank, self.kv_lora_rank) if r is not None]
+        if latents:
+            rows += (self._row("norms", "latent norms", norm, "O(BTr)", "r_q + r_{kv}", params=sum(latents)),)
         rows += (
             self._row("norms", "final norm", norm, "O(BTD)", "D", params=D, count=1),
             self._row("embedding", "embedding lookup", lookup, "0", "VD", params=V * D, count=1),
@@ -400,13 +521,22 @@ class TransformerConfig:
     def kv_cache_bytes_per_token(self, dtype: str = "bf16") -> float:
         """Bytes of keys and values cached for one token of one sequence, in `dtype` (bytes).
 
-        kv = 2 (K and V) * L * K * H * p, p the bytes of a `dtype` value (2 for bf16, 1 for int8)
+        kv = L * kv_values_per_token_layer * p, p the bytes of a `dtype` value (2 for bf16, 1 for int8):
+        2 K H per layer (keys and values), or r_kv + R for multi-head latent attention
         Book: Part 4 (Transformers), "Key-Value (KV) caching"; Part 7, "What about memory?".
 
         Raises:
             ValueError: an unknown dtype (`checks.DTYPES`).
         """
-        return 2 * self.n_layers * self.n_kv_heads * self.head_dim * checks.dtype_bytes(dtype)
+        return self.n_layers * self.kv_values_per_token_layer * checks.dtype_bytes(dtype)
+
+    @property
+    def kv_values_per_token_layer(self) -> int:
+        """Values one layer caches per token (count): 2 K H (keys and values), or r_kv + R, the latent and
+        the shared RoPE key of multi-head latent attention (DeepSeek-V3: 512 + 64 = 576 against 2 x 128 x 128)."""
+        if self.kv_lora_rank is not None:
+            return self.kv_lora_rank + self.rope_head_dim
+        return 2 * self.n_kv_heads * self.head_dim
 
     def saved_values_per_token_layer(
         self, remat: str = "block", *, checkpoints_per_layer: float | None = None
@@ -431,8 +561,9 @@ class TransformerConfig:
                 f"checkpoints_per_layer={checkpoints_per_layer!r}: only used with remat='custom' (got {remat!r}); "
                 "allowed: a number >= 0 with 'custom', None otherwise"
             )
-        D, k = self.d_model, self.experts_per_token
-        mlp_outputs = k * ((self.mlp_matrices - 1) * self.d_ff + D)
+        D = self.d_model
+        k = self.experts_per_token + self.n_shared_experts if self.is_moe else 1
+        mlp_outputs = k * ((self.mlp_matrices - 1) * self.expert_d_ff + D)
         if remat == "custom" and checkpoints_per_layer is not None:
             return checks.non_negative("checkpoints_per_layer", checkpoints_per_layer) * D
         return {

@@ -27,6 +27,7 @@ PURE = (
     "parallelism",
     "bounds",
     "training",
+    "overheads",
     "planner",
     "systolic",
     "speculative",
@@ -64,7 +65,7 @@ def test_importing_plots_changes_no_matplotlib_setting():
 BAD = [
     # (call, the error's start): each names the argument and the value it got
     (lambda: roofline.critical_intensity("v9"), r"^chip='v9': unknown chip; closest: "),
-    (lambda: roofline.critical_intensity("v5e", "fp8"), r"^dtype='fp8': unknown dtype"),
+    (lambda: roofline.critical_intensity("v5e", "fp8"), r"^dtype='fp8': tpu-v5e has no fp8 matmul peak; allowed"),
     (lambda: roofline.matmul_cost(1.5, 2, 3), r"^B=1.5: not a count"),
     (lambda: roofline.roofline_time(1.0, 1.0, 0.0, 1.0), r"^flops_per_s=0.0: not a positive"),
     (lambda: roofline.MatmulCost(flops=-1.0, bytes_in=1.0, bytes_out=1.0), r"^flops=-1.0"),

@@ -51,6 +51,7 @@ SAMPLES: dict[str, tuple[Any, ...]] = {
     "axis_size": (1, 2, 16),
     "axis_sizes": ((1,), (2,), (4, 4)),
     "n_chips": (1, 2, 256),
+    "n_devices": (1, 8),
     "model": ("llama-3-8b", "mixtral-8x7b"),
     "layout": (Layout(), Layout(fsdp=4), Layout(data=2, tensor=4, microbatches=2)),
     "batch": (1, 64),
@@ -173,7 +174,10 @@ def test_chip_style_gives_every_chip_a_colour_and_variants_their_chips():
     book = [plots.chip_style(name)["color"] for name in hardware.chip_names()]
     assert len(set(book)) == len(book)
     for name in hardware.VARIANTS:
-        chip = next(base for base in hardware.chip_names() if name.startswith(f"{base}-"))
+        chip = next((base for base in hardware.chip_names() if name.startswith(f"{base}-")), None)
+        if chip is None:  # a board with a name of its own (the H800): its own colour, dash-dotted
+            assert plots.chip_style(name)["linestyle"] == "-.", name
+            continue
         style, base = plots.chip_style(name), plots.chip_style(chip)
         assert style["color"] == base["color"] and style["linestyle"] != base["linestyle"], name
     own = dataclasses.replace(hardware.get_chip("h100"), name="my-accelerator")

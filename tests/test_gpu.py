@@ -91,7 +91,7 @@ BAD = [
     (lambda: gpu.pipeline_compute_bound_layers("h100", d_ff=0), r"^d_ff=0: not a count"),
     (lambda: gpu.pipeline_compute_bound_layers("h100", d_ff=8, bytes_per_s=0), r"^bytes_per_s=0: not a positive"),
     (lambda: gpu.sm_ops_per_s("tpu-v5e"), r"^chip='tpu-v5e': not a GPU; allowed: a100, h100"),
-    (lambda: gpu.sm_ops_per_s("h100", dtype="fp8"), r"^dtype='fp8'"),
+    (lambda: gpu.sm_ops_per_s("a100", dtype="fp8"), r"^dtype='fp8': a100 has no fp8 matmul peak"),
     (lambda: gpu.tensor_core_ops_per_s("b200"), r"^chip='b200': no tensor_cores_per_sm recorded; allowed: a100"),
     (lambda: gpu.shared_memory_tile_side("tpu-v4"), r"^chip='tpu-v4': not a GPU"),
     (lambda: gpu.shared_memory_tile_side("h100", dtype=2), r"^dtype=2: unknown dtype"),

@@ -229,7 +229,7 @@ BAD = [
     (lambda: _step(Layout(fsdp=8, pipeline=81)), r"^layout.pipeline=81: more stages than the 80 layers"),
     (lambda: _step(Layout(fsdp=8192), batch=4096, seq_len=2048), r"^batch_tokens=4096: fewer tokens than 8192"),
     (lambda: _step(Layout(fsdp=8, context=3)), r"^layout.context=3: does not divide seq_len=4096"),
-    (lambda: _step(Layout(fsdp=8, expert=2)), r"^layout.expert=2: expert parallelism is not costed"),
+    (lambda: _step(Layout(fsdp=8, expert=2)), r"^layout.expert=2: does not divide the 1 experts of llama"),
     (lambda: _step(Layout(fsdp=9000)), r"^layout=.*more than a tpu-v5p ICI domain and not whole ones"),
     (lambda: _step(Layout(tensor=17920)), r"^layout=.*its 2 tpu-v5p ICI domains are not spanned by data, pipeline"),
     (lambda: _step(Layout(data=2, fsdp=2, tensor=2, expert=2)), r"^layout=.*4 ICI axes"),
@@ -322,3 +322,97 @@ def test_mixed_precision_master_weights_add_four_bytes_a_parameter():
     plain = training.memory_per_chip(model, "v5p", layout, batch_tokens=0)
     master = training.memory_per_chip(model, "v5p", layout, batch_tokens=0, master_dtype="fp32")
     assert master.optimizer_bytes - plain.optimizer_bytes == pytest.approx(4 * model.param_count() / 8)
+
+
+# ----- the roofline and the expected time ------------------------------------------------------------
+
+CASES = [
+    ("llama-3-70b", "tpu-v5p", Layout(fsdp=2240, tensor=4), BATCH_4M, 4096),
+    ("llama-3-70b", "tpu-v5p", Layout(fsdp=8960), BATCH_4M, 4096),
+    ("llama-3.1-405b", "h100", Layout(tensor=8, pipeline=16, data=64, microbatches=32), 16 * 2**20, 8192),
+    ("mixtral-8x7b", "h100", Layout(fsdp=8, expert=8), 2**20, 4096),
+    ("deepseek-v3", "h800", Layout(pipeline=16, expert=64, data=2, microbatches=64), 15360 * 4096, 4096),
+]
+
+
+@pytest.mark.parametrize(("model", "chip", "layout", "batch", "seq"), CASES)
+def test_expected_time_adds_only_non_negative_named_terms_to_the_roofline(model, chip, layout, batch, seq):
+    step = training.step_time(model, chip, layout, batch_tokens=batch, seq_len=seq)
+    assert all(term.seconds >= 0 and term.name and term.how for term in step.terms)
+    assert len({term.name for term in step.terms}) == len(step.terms)
+    assert step.terms[0].seconds * step.peak_flops_per_s == pytest.approx(step.model_flops_per_chip)
+    assert step.expected_s >= step.roofline_s >= step.model_flops_per_chip / step.peak_flops_per_s
+    assert 0 < step.mfu_expected <= step.mfu_bound <= 1
+    assert step.roofline_s <= step.t_lower  # the bound leaves the bubble and recomputation to expected_s
+
+
+def test_each_expected_term_grows_with_what_it_counts():
+    base = dict(batch_tokens=16 * 2**20, seq_len=8192)
+    layout = Layout(tensor=8, pipeline=16, data=64, microbatches=32)
+    step = training.step_time("llama-3.1-405b", "h100", layout, **base)
+    terms = {t.name: t.seconds for t in step.terms}
+    # the bubble: (S - 1) / M of the stage's critical path; twice the microbatches, about half the bubble
+    halved = training.step_time("llama-3.1-405b", "h100", dataclasses.replace(layout, microbatches=64), **base)
+    ratio = {t.name: t.seconds for t in halved.terms}["pipeline bubble"] / terms["pipeline bubble"]
+    assert ratio == pytest.approx(0.5, rel=0.05)
+    # recomputing the forward pass: a third more math, only in its own term
+    full = training.step_time("llama-3.1-405b", "h100", layout, remat="full", **base)
+    assert {t.name: t.seconds for t in full.terms}["recomputation"] == pytest.approx(step.t_math / 3, rel=0.02)
+    assert terms["recomputation"] == 0
+    # 126 layers on 16 stages: the busiest has 8, so 128 / 126 of the even math
+    assert terms["uneven pipeline stages"] == pytest.approx(terms["matmul FLOPs at peak"] * (128 / 126 - 1))
+    # on GPUs each exposed collective pays NCCL's fixed cost: 6.6 us + (n - 1) 0.6 us for 8-way gathers
+    tp = [c for c in step.collectives if not c.overlaps]
+    assert tp and all(c.latency_s == pytest.approx(6.6e-6 + 7 * 0.6e-6) for c in tp)
+    assert terms["collective latency"] == pytest.approx(sum(c.calls * c.latency_s for c in tp))
+
+
+def test_the_optimizer_update_is_its_bytes_over_hbm_bandwidth():
+    layout = Layout(fsdp=256)
+    step = training.step_time("llama-3-8b", "tpu-v5e", layout, batch_tokens=2**20, seq_len=4096)
+    terms = {t.name: t.seconds for t in step.terms}
+    v5e, params = hardware.get_chip("tpu-v5e"), get_model("llama-3-8b").param_count()
+    # Adam, bf16 weights and gradients, fp32 moments: 3 x 2 + 2 x 2 x 4 = 22 bytes per parameter
+    assert terms["optimizer update (HBM)"] == pytest.approx(params / 256 * 22 / v5e.hbm_bytes_per_s)
+    master = training.step_time("llama-3-8b", "tpu-v5e", layout, batch_tokens=2**20, seq_len=4096, master_dtype="fp32")
+    assert {t.name: t.seconds for t in master.terms}["optimizer update (HBM)"] == pytest.approx(
+        params / 256 * 30 / v5e.hbm_bytes_per_s
+    )
+
+
+def test_fp8_matmuls_halve_the_math_where_the_chip_has_them():
+    layout, kw = Layout(tensor=8, pipeline=16, data=64, microbatches=32), dict(batch_tokens=16 * 2**20, seq_len=8192)
+    bf16 = training.step_time("llama-3.1-405b", "h100", layout, **kw)
+    fp8 = training.step_time("llama-3.1-405b", "h100", layout, matmul_dtype="fp8", **kw)
+    assert fp8.t_math == pytest.approx(bf16.t_math / 2, rel=1e-3)  # 1,979 against 2 x 989 TFLOPs/s
+    with pytest.raises(ValueError, match=r"^dtype='fp8': a100 has no fp8 matmul peak; allowed: bf16, int8"):
+        training.step_time("llama-3-8b", "a100", Layout(fsdp=8), batch_tokens=2**20, seq_len=4096, matmul_dtype="fp8")
+
+
+def test_expert_parallelism_sends_tokens_by_alltoall_and_shards_only_the_experts():
+    model, layout = get_model("mixtral-8x7b"), Layout(fsdp=8, expert=8)
+    step = training.step_time(model, "h100", layout, batch_tokens=2**20, seq_len=4096)
+    a2a = [c for c in step.collectives if c.op == "all_to_all"]
+    assert {c.phase for c in a2a} == {"forward", "backward"} and not any(c.overlaps for c in a2a)
+    # two AllToAlls (dispatch, combine) per MoE layer and microbatch, each V = expert k b D bytes
+    b = 2**20 / layout.batch_shards
+    assert all(c.calls == 2 * 32 and c.array_bytes == pytest.approx(8 * 2 * b * 4096 * 2) for c in a2a)
+    memory = training.memory_per_chip(model, "h100", layout, batch_tokens=2**20)
+    routed = model.routed_expert_params
+    assert memory.params_bytes == pytest.approx(2 * ((model.param_count() - routed) / 8 + routed / 64))
+    with pytest.raises(ValueError, match=r"^layout.expert=3: does not divide the 8 experts of mixtral-8x7b"):
+        training.step_time(model, "h100", Layout(expert=3), batch_tokens=2**20, seq_len=4096)
+
+
+def test_expert_parallelism_spans_gpu_nodes_like_deepseek_v3():
+    # DeepSeek-V3: 16-way pipeline, 64-way expert parallelism over 8 nodes, data parallelism: 2048 H800s
+    step = training.step_time(
+        "deepseek-v3", "h800", Layout(pipeline=16, expert=64, data=2, microbatches=64),
+        batch_tokens=15360 * 4096, seq_len=4096,
+    )  # fmt: skip
+    assert step.mesh == {"data_dcn": 2, "pipeline_dcn": 16, "expert_dcn": 8, "expert": 8}
+    a2a = next(c for c in step.collectives if c.op == "all_to_all")
+    assert a2a.link == "ici+dcn"
+    # each GPU sends 7/8 of its k b D bytes to other nodes at 50 GB/s (the report's InfiniBand figure)
+    per_gpu = a2a.array_bytes / 64
+    assert a2a.bandwidth_s >= per_gpu * 7 / 8 / 50e9

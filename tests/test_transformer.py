@@ -42,9 +42,47 @@ def test_released_checkpoint_param_count_is_exact(name):
     assert model.source.endswith("/blob/main/config.json")
 
 
+# Mixture-of-experts checkpoints pinned to their publishers' totals and active counts instead (B parameters,
+# as printed): DeepSeek-V3 technical report (arXiv:2412.19437), "671B total parameters with 37B activated";
+# the Qwen3-235B-A22B model card, "235B in total and 22B activated"; Mixtral of Experts (arXiv:2401.04088),
+# "47B parameters" of which "13B active" (Mistral's announcement: 46.7B and 12.9B).
+PUBLISHED_MOE = {"deepseek-v3": (671, 37), "qwen3-235b-a22b": (235, 22), "mixtral-8x7b": (46.7, 12.9)}
+
+
 def test_every_released_preset_is_pinned():
     released = {name for name, model in MODELS.items() if "huggingface.co" in model.source}
-    assert released == set(RELEASED)
+    assert released == set(RELEASED) | set(PUBLISHED_MOE)
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED_MOE))
+def test_moe_presets_match_published_total_and_active_counts(name):
+    model, (total, active) = get_model(name), PUBLISHED_MOE[name]
+    digits = 1 if total < 100 else 0
+    assert round(model.param_count() / 1e9, digits) == total
+    # DeepSeek prints 37B for 37.55B: truncated, or 36.6B without the 0.93B input embedding a token only indexes
+    assert abs(model.active_param_count() / 1e9 - active) < 10**-digits
+
+
+def test_deepseek_v3_counted_by_hand():
+    # config.json: 61 layers, D = 7168; the first 3 dense (F = 18432), the other 58 with 256 routed experts and
+    # 1 shared of width 2048, top-8; MLA with q rank 1536, kv rank 512, 128 heads of 128 + 64 RoPE dims.
+    model, D, V = get_model("deepseek-v3"), 7168, 129280
+    attention = D * 1536 + 1536 * 128 * 192 + D * (512 + 64) + 512 * 128 * (128 + 128) + 128 * 128 * D
+    expert = 3 * D * 2048
+    norms = 61 * (2 * D + 1536 + 512) + D
+    total = 61 * attention + 3 * 3 * D * 18432 + 58 * (257 * expert + D * 256) + 2 * V * D + norms
+    assert model.param_count() == total
+    assert model.param_count() - model.active_param_count() == 58 * 248 * expert
+    assert model.kv_cache_bytes_per_token("bf16") == 61 * 576 * 2  # the latent and the RoPE key, not 2 K H
+    # attention products: Q K^T over 128 + 64 dims, P V over 128, per head and key
+    assert model.flops_breakdown(1, training=False).attention_flops == 2 * 61 * 128 * (192 + 128)
+
+
+def test_latent_attention_fields_need_a_kv_rank():
+    with pytest.raises(ValueError, match=r"kv_lora_rank=None: .*allowed"):
+        tiny(rope_head_dim=4)
+    with pytest.raises(ValueError, match=r"first_dense_layers=3: more than n_layers=2"):
+        tiny(n_experts=4, experts_per_token=2, first_dense_layers=3)
 
 
 def test_tiny_dense_param_breakdown_by_hand():
