@@ -16,7 +16,7 @@ the first time it is used. The layers, lowest first:
   and its placement on the hardware), `bounds` (the text's closed-form parallelism bounds), `training`
   (step time, memory, whole runs and MFU on a `Layout`; `overheads` counts what its expected time
   adds), `planner` (every sensible layout, ranked;
-  `python -m book_lib plan ...` runs it from a shell);
+  `python -m book_lib plan ...` runs it from a shell), `published` (published runs against the models);
 * JAX: `devices` (the setup cell's device choice), `ring`, `attention` and `decode` (demos), `hlo` (compiled
   programs), `bench` (timing), `profile` (a program's trace, HLO ops and memory), `precision` (accelerator
   matmul rounding on a CPU), `kernels` (Pallas matmul and flash attention), `collective_matmul`
@@ -56,6 +56,7 @@ __all__ = [
     "plots",
     "precision",
     "profile",
+    "published",
     "ring",
     "roofline",
     "sharding",

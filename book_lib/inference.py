@@ -64,6 +64,9 @@ class DecodeStep:
         t_ici: the model-parallel collectives over ICI (s); 0 on one chip.
         memory_bytes: weights plus KV caches, all chips together (bytes).
         hbm_bytes: HBM of all chips together (bytes).
+        t_ici_bandwidth: the same collectives' bandwidth time alone (s).
+        t_ici_latency: their fixed cost per call, `collectives.call_latency_s` (NCCL's model on GPUs,
+            one AllReduce per block; hops x 1 us on TPU ICI) (s).
     """
 
     batch: int
@@ -74,6 +77,20 @@ class DecodeStep:
     t_ici: float
     memory_bytes: float
     hbm_bytes: float
+    t_ici_bandwidth: float = 0.0
+    t_ici_latency: float = 0.0
+
+    @property
+    def roofline_s(self) -> float:
+        """The book's bound, `t_lower` (s): no decode step is faster."""
+        return self.t_lower
+
+    @property
+    def expected_s(self) -> float:
+        """The roofline plus what it leaves out (s): t_kv + max(t_weights, t_math) + t_ici_bandwidth +
+        t_ici_latency. Each layer's collectives wait for its matmuls and the next layer waits for them,
+        so they do not overlap, and each call pays its fixed cost."""
+        return self.t_kv + max(self.t_weights, self.t_math) + self.t_ici_bandwidth + self.t_ici_latency
 
     @property
     def t_lower(self) -> float:
@@ -145,15 +162,29 @@ def memory_bytes(
     return _memory(cfg, batch, checks.count("context_len", context_len), w, kv)
 
 
-def _ici_s(model: TransformerConfig, chip: Chip, batch: int, n_chips: int, act_bytes: float) -> float:
-    """Model-parallel collectives of one step (s): L * 2 * (AllGather + ReduceScatter) of B D act_bytes."""
+def _ici_s(
+    model: TransformerConfig, chip: Chip, batch: int, n_chips: int, act_bytes: float
+) -> tuple[float, float, float]:
+    """Model-parallel collectives of one step: (roofline time, bandwidth time, fixed costs) (s).
+
+    L * 2 * (AllGather + ReduceScatter) of B D act_bytes; the fixed cost per block is one NCCL AllReduce
+    on GPUs (the pair in one call) and the two calls' hops on TPU ICI."""
     if n_chips == 1 or batch == 0:
-        return 0.0
+        return 0.0, 0.0, 0.0
     shape = _slice(chip, n_chips).shape
     v = batch * model.d_model * act_bytes
-    gather = collectives.collective_time("all_gather", v, shape, chip).total_s
-    scatter = collectives.collective_time("reduce_scatter", v, shape, chip).total_s
-    return model.n_layers * 2 * (gather + scatter)
+    gather = collectives.collective_time("all_gather", v, shape, chip)
+    scatter = collectives.collective_time("reduce_scatter", v, shape, chip)
+    if chip.is_tpu:
+        fixed = sum(collectives.call_latency_s(t.op, n_chips, chip, hops=t.hops) for t in (gather, scatter))
+    else:
+        fixed = collectives.call_latency_s("all_reduce", n_chips, chip)
+    blocks = model.n_layers * 2
+    return (
+        blocks * (gather.total_s + scatter.total_s),
+        blocks * (gather.bandwidth_s + scatter.bandwidth_s),
+        blocks * fixed,
+    )
 
 
 def decode_step_time(
@@ -173,7 +204,8 @@ def decode_step_time(
     t_kv = B S kv / (n W_hbm); t_weights = P_read w / (n W_hbm); t_math = 2 B P_active / (n C);
     P_read = `TransformerConfig.params_read_per_step(B)`: every weight of a dense model, and of an MoE
     only the experts the batch touches (memory_bytes still holds all of them);
-    t_ici = L * 2 * (AllGather + ReduceScatter of B D act_bytes) over the slice.
+    t_ici = L * 2 * (AllGather + ReduceScatter of B D act_bytes) over the slice; `expected_s` adds their
+    bandwidth time and fixed cost per call to the rest (they cannot overlap a decode step's matmuls).
 
     Args:
         model: a `TransformerConfig` or a preset name.
@@ -194,15 +226,18 @@ def decode_step_time(
     hbm_bytes_per_s = n_chips * hw.hbm_bytes_per_s
     weights, total = _memory(cfg, 0, context_len, w, kv), _memory(cfg, batch, context_len, w, kv)
     read = cfg.params_read_per_step(batch) * checks.dtype_bytes(w)  # an MoE reads only the experts touched
+    ici = _ici_s(cfg, hw, batch, n_chips, checks.dtype_bytes(act_dtype, "act_dtype"))
     return DecodeStep(
         batch=batch,
         n_chips=n_chips,
         t_kv=(total - weights) / hbm_bytes_per_s,
         t_weights=read / hbm_bytes_per_s,
         t_math=2 * batch * cfg.active_param_count() / (n_chips * hw.peak_ops_per_s(math_dtype)),
-        t_ici=_ici_s(cfg, hw, batch, n_chips, checks.dtype_bytes(act_dtype, "act_dtype")),
+        t_ici=ici[0],
         memory_bytes=total,
         hbm_bytes=n_chips * hw.hbm_bytes,
+        t_ici_bandwidth=ici[1],
+        t_ici_latency=ici[2],
     )
 
 

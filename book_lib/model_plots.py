@@ -33,6 +33,7 @@ __all__ = [
     "math_over_comms_vs_batch",
     "comms_time_vs_batch",
     "latency_vs_throughput",
+    "predicted_vs_published",
 ]
 
 
@@ -310,4 +311,53 @@ def transformer_layer_diagram(config: TransformerConfig) -> tuple[Figure, Axes]:
         ha="center",
         fontsize=7,
     )
+    return fig, ax
+
+
+@_styled
+def predicted_vs_published(
+    published_s: Sequence[float],
+    predicted: dict[str, Sequence[float]],
+    groups: Sequence[str],
+    *,
+    band: float = 0.3,
+    ax: Axes | None = None,
+) -> tuple[Figure, Axes]:
+    """Predicted against published time for the same work (s), log-log: one marker per run and prediction.
+
+    The diagonal is a perfect prediction; the shaded band is within +-`band` of it. A bound sits on or
+    under the diagonal (never slower than measured). Marker shape tells the predictions apart (the first
+    filled, the others hollow), colour the groups of runs (training steps, decode steps, ...).
+    Book: Part 6 (MFU of published runs); Part 7 (latency).
+
+    Args:
+        published_s: the published time of each run (s, > 0).
+        predicted: label -> each run's predicted time (s), e.g. {"expected": ..., "roofline (bound)": ...}.
+        groups: each run's group, for its colour.
+        band: the relative width of the shaded band (ratio, > 0).
+    """
+    fig, ax = _new_axes(ax)
+    x = np.asarray(published_s, dtype=float)
+    if len(groups) != len(x) or any(len(v) != len(x) for v in predicted.values()):
+        raise ValueError(f"groups={len(groups)}, predicted: not one value per run; allowed: {len(x)} of each")
+    if not np.all(x > 0) or not band > 0:
+        raise ValueError(f"published_s, band={band!r}: not positive; allowed: > 0")
+    ys = [np.asarray(v, dtype=float) for v in predicted.values()]
+    lo, hi = min(x.min(), *(y.min() for y in ys)) / 2, max(x.max(), *(y.max() for y in ys)) * 2
+    line = np.geomspace(lo, hi, 50)
+    ax.fill_between(line, line * (1 - band), line * (1 + band), color="0.9", label=f"within {band:.0%}")
+    ax.loglog(line, line, color="0.4", lw=1, label="predicted = published")
+    names = list(dict.fromkeys(groups))
+    for i, (label, y) in enumerate(zip(predicted, ys, strict=True)):
+        marker = ("o", "v", "s")[i % 3]
+        for j, name in enumerate(names):
+            pick = np.array([g == name for g in groups])
+            face = _PALETTE[j] if i == 0 else "white"
+            ax.loglog(x[pick], y[pick], marker, mfc=face, mec=_PALETTE[j], ms=6, ls="none",
+                      label=f"{name}: {label}")  # fmt: skip
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("published time for the work (s)")
+    ax.set_ylabel("predicted time (s)")
+    ax.legend(loc="upper left", fontsize=8)
     return fig, ax

@@ -12,8 +12,9 @@ that all-reduce their gradients), `fsdp` (data parallelism with sharded weights,
 * Pods (TPU) or nodes (GPU): when N is more than one ICI domain (`Chip.chips_per_pod`), the layout
   takes N / chips_per_pod whole domains joined by the data-centre (scale-out) network. The degrees
   that talk least span them, outermost first: data parallelism, then pipeline stages, then FSDP,
-  then expert parallelism (DeepSeek-V3's 64-way EP spans 8 nodes) (`Placement.dcn`; each takes the
-  largest share of the domains it divides). Tensor and context parallelism stay inside a domain.
+  then expert parallelism (DeepSeek-V3's 64-way EP spans 8 nodes), then context parallelism (Llama 3's
+  16-way CP at 128K tokens) (`Placement.dcn`; each takes the largest share of the domains it divides).
+  Tensor parallelism stays inside a domain.
 * Inside one domain, the N_in chips are the offered slice of that size (`topology.slice_shapes`);
   the degrees that talk most take the fastest place first: tensor, then expert, context and
   pipeline are each cut out of one side of the torus (a side equal to the degree, else one it
@@ -194,11 +195,12 @@ def _domain_shape(chip: Chip, n_chips: int) -> tuple[int, ...] | None:
     return next((s for s in topology.slice_shapes(chip) if math.prod(s) == n_chips), None)
 
 
-_CROSSING = ("data", "pipeline", "fsdp", "expert")  # the degrees that may span ICI domains, outermost first
+_CROSSING = ("data", "pipeline", "fsdp", "expert", "context")  # the degrees that may span ICI domains, outermost first
 
 
 def _dcn(chip: Chip, layout: Layout) -> dict[str, int]:
-    """How many ICI domains each degree spans: the domains split over data, pipeline, FSDP and expert in turn."""
+    """How many ICI domains each degree spans: the domains split over data, pipeline, FSDP, expert and context
+    in turn."""
     n, per_pod = layout.n_chips, chip.chips_per_pod
     if n > per_pod and n % per_pod:
         raise ValueError(
@@ -212,7 +214,7 @@ def _dcn(chip: Chip, layout: Layout) -> dict[str, int]:
     if rest > 1:
         raise ValueError(
             f"layout={layout!r}: its {n // per_pod} {chip.name} ICI domains are not spanned by data, pipeline, "
-            f"FSDP and expert degrees; allowed: data * pipeline * fsdp * expert a multiple of {n // per_pod}"
+            f"FSDP, expert and context degrees; allowed: their product a multiple of {n // per_pod}"
         )
     return spans
 

@@ -394,7 +394,7 @@ def _activation_collectives(pl: Placement, micro_bytes: float, kv_bytes: float, 
             for op, what in (("all_gather", "all-gather"), ("reduce_scatter", "reduce-scatter")):
                 out.append(_cost(pl, f"TP activation {what}", op, phase, "tensor", micro_bytes, 2 * layers * m,
                                  overlaps=False))  # fmt: skip
-    if pl.axes["context"]:
+    if pl.axes["context"] or pl.dcn["context"] > 1:
         out += [
             _cost(pl, "CP key/value all-gather", "all_gather", "forward", "context", kv_bytes, layers * m),
             _cost(pl, "CP key/value all-gather", "all_gather", "backward", "context", kv_bytes, layers * m),

@@ -29,6 +29,7 @@ PURE = (
     "training",
     "overheads",
     "planner",
+    "published",
     "systolic",
     "speculative",
     "layout",

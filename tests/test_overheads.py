@@ -42,7 +42,7 @@ def test_tile_padding_counts_only_dims_off_the_tile():
     llama = get_model("llama-3-8b")
     pad = overheads.tile_padding(llama, v5p, tensor=8)
     extra = llama.d_model * (16128 - 16032)
-    D, F, N, K, H, L = 4096, 14336 // 8, 32 * 128 // 8, 8 * 128 // 8, 128, 32
+    D, F, N, K, L = 4096, 14336 // 8, 32 * 128 // 8, 8 * 128 // 8, 32
     total = L * (D * N * 2 + D * 2 * K + 3 * D * F) + D * 128256 / 8
     assert pad == pytest.approx(extra / total)
     assert overheads.tile_padding(llama, hardware.get_chip("h100"), tensor=8) == 0
