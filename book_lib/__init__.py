@@ -8,14 +8,15 @@ the first time it is used. The layers, lowest first:
 * specs and checks: `hardware` (every chip, with sources), `checks` (argument validation);
 * pure cost models, no JAX: `roofline`, `topology`, `collectives`, `notation` (A[I_X, J]),
   `sharding` (a sharded matmul's plan), `transformer` (counts from a
-  model's shapes; `breakdowns` holds the records they return, `models` the published configs), `gpu` (SMs,
+  model's shapes; `op_rows` its accounting tables' rows, `breakdowns` the records they return, `models`
+  the published configs), `gpu` (SMs,
   shared-memory tiles, AllReduce across NVLink nodes),
   `inference` (decode and prefill times), `layout` (HLO array types: tiling padding, memory spaces),
   `systolic` (a NumPy simulation), `tiling` (the Pallas kernels' block sizes from on-chip memory),
   `speculative` (speculative sampling's acceptance rules, in NumPy), `parallelism` (a step's `Layout`
   and its placement on the hardware), `bounds` (the text's closed-form parallelism bounds), `training`
-  (step time, memory, whole runs and MFU on a `Layout`; `overheads` counts what its expected time
-  adds), `planner` (every sensible layout, ranked;
+  (step time, memory, whole runs and MFU on a `Layout`; `step_collectives` its collectives, `overheads`
+  what its expected time adds), `planner` (every sensible layout, ranked;
   `python -m book_lib plan ...` runs it from a shell), `published` (published runs against the models);
 * JAX: `devices` (the setup cell's device choice), `ring`, `attention` and `decode` (demos), `hlo` (compiled
   programs), `bench` (timing), `profile` (a program's trace, HLO ops and memory), `precision` (accelerator
@@ -50,6 +51,7 @@ __all__ = [
     "model_plots",
     "models",
     "notation",
+    "op_rows",
     "overheads",
     "parallelism",
     "planner",
@@ -61,6 +63,7 @@ __all__ = [
     "roofline",
     "sharding",
     "speculative",
+    "step_collectives",
     "systolic",
     "tiling",
     "topology",

@@ -177,6 +177,23 @@ def _cut(chip: Chip, layout: Layout) -> bool:
     return placed.cut and len(placed.axes["tensor"]) <= 1 and len(placed.axes["pipeline"]) <= 1
 
 
+def _whole_sequences(chip: Chip, layout: Layout, sequences: int, seq_len: int) -> Layout | None:
+    """`layout` when its batch shards hold whole sequences; else the same chips with the fewest integer
+    context-parallel shards c (taken from FSDP, or from data parallelism without FSDP) that leave at most
+    one batch shard per sequence, so cutting sequences is a costed degree, never a fraction. None when no
+    such c divides the degree and the sequence and fits the hardware."""
+    holders = layout.batch_shards // layout.context  # shards that hold different sequences
+    if holders <= sequences:
+        return layout
+    donor = "fsdp" if layout.fsdp > 1 else "data"
+    degree = getattr(layout, donor)
+    for c in range(-(-holders // sequences), degree + 1):
+        if degree % c == 0 and seq_len % c == 0:
+            cut = replace(layout, **{donor: degree // c}, context=layout.context * c)
+            return cut if _cut(chip, cut) else None
+    return None
+
+
 _ACCUMULATION = (2, 4, 8, 16, 32, 64, 128)  # microbatches tried when a layout's activations do not fit
 
 
@@ -212,8 +229,10 @@ def _reason(entry_step: StepTime, memory: MemoryPerChip, best: StepTime | None) 
         notes.append(f"accumulates gradients over {layout.microbatches} microbatches to fit")
     if entry_step.remat == "full":
         notes.append("recomputes the forward pass to fit (+33% FLOPs)")
-    if entry_step.context_parallel > 1:
-        notes.append(f"cuts sequences {entry_step.context_parallel:.3g}-way (context parallelism)")
+    if entry_step.layout.context > 1:
+        notes.append(f"cuts each sequence {entry_step.layout.context}-way (context parallelism)")
+    elif entry_step.context_parallel > 1:
+        notes.append(f"holds {1 / entry_step.context_parallel:.2f} of a sequence per chip (the text's idealisation)")
     if entry_step.bound == "communication" and entry_step.largest_collective is not None:
         worst = entry_step.largest_collective
         notes.append(
@@ -236,19 +255,26 @@ def plan_training(
     batch_tokens: int,
     seq_len: int,
     checkpoints_per_layer: float = 4,
+    whole_sequences: bool = True,
 ) -> TrainingPlan:
     """Every sensible layout of a training step of `model` on `n_chips`, ranked by step time.
 
     The layouts of the module docstring, ranked by `StepTime.expected_s`, then `t_lower` (layouts that do
     not fit in HBM last), each with `training.memory_per_chip` (Adam, bf16 weights, fp32 state) and
-    the MFU at the roofline. Book: Part 5 ("Scaling Between Pods", "Key Takeaways"); Part 6,
-    "How to shard LLaMA 3-70B".
+    the MFU at the roofline. With fewer sequences than batch shards, each sequence is cut by an integer
+    context-parallel degree taken from FSDP (`_whole_sequences`), whose key/value gathers are costed;
+    `whole_sequences=False` keeps the text's idealisation instead, in which a chip may hold a fraction of
+    a sequence (4M tokens on 8960 chips: 468 tokens each) at no cost. Book: Part 5 ("Scaling Between
+    Pods", "Key Takeaways"); Part 6, "How to shard LLaMA 3-70B".
 
     Raises:
         ValueError: unknown model or chip; n_chips not a slice size nor whole pods; a batch that is
-            not whole sequences or is smaller than one token per data shard of every layout.
+            not whole sequences or is smaller than one token per data shard of every layout;
+            whole_sequences not a bool.
     """
     cfg, hw = get_model(model, arg="model"), checks.chip(chip)
+    if not isinstance(whole_sequences, bool):
+        raise ValueError(f"whole_sequences={whole_sequences!r}: not a bool; allowed: True, False")
     pods, shape = _pod_split(hw, checks.count("n_chips", n_chips))
     b = checks.count("batch_tokens", batch_tokens)
     if b < checks.count("seq_len", seq_len) or b % seq_len:
@@ -257,7 +283,10 @@ def plan_training(
         )
     tried = []
     gpu_cluster = hw.ici_topology == "nvswitch" and pods > 1
-    for layout in _node_layouts(cfg, hw, pods) if gpu_cluster else _layouts(cfg, hw, pods, n_chips // pods):
+    for candidate in _node_layouts(cfg, hw, pods) if gpu_cluster else _layouts(cfg, hw, pods, n_chips // pods):
+        layout = _whole_sequences(hw, candidate, b // seq_len, seq_len) if whole_sequences else candidate
+        if layout is None:
+            continue
         found = _accumulated(cfg, hw, layout, b, seq_len, checkpoints_per_layer)
         if found is not None:
             tried.append((layout.label, *found))

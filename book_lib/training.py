@@ -3,9 +3,10 @@
 A training step of a Transformer on N = data * fsdp * tensor * pipeline * context * expert chips,
 placed on the hardware by `parallelism.place` (pods over DCN, each degree on its own ICI axes, rings
 from `topology.ring_flags`). `step_time` counts the real layer (attention and a gated MLP, every
-weight), each collective timed by `collectives` on the placement's physical axes, forward and
-backward, and the pipeline bubble (stages - 1) / microbatches. The text's closed-form bounds are in
-`bounds`; the planner that tries every sensible layout is `planner`.
+weight), each collective of `step_collectives` timed on the placement's physical axes, forward and
+backward, and the pipeline bubble (stages - 1) / microbatches; its `roofline_s` is the book's bound
+and its `expected_s` adds the terms of `overheads`. The text's closed-form bounds are in `bounds`;
+the planner that tries every sensible layout is `planner`.
 
 Book: Part 5 (How to Parallelize a Transformer for Training); Part 6 (Training LLaMA 3 on TPUs).
 """
@@ -15,17 +16,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from book_lib import bounds, checks, collectives, overheads
+from book_lib import bounds, checks, overheads
 from book_lib.hardware import Chip, price_usd_per_chip_hour
 from book_lib.models import get_model
 from book_lib.parallelism import Layout, Placement, place
+from book_lib.step_collectives import CollectiveCost, stage_layers, step_collectives
 from book_lib.transformer import TransformerConfig
 
 __all__ = [
     "OPTIMIZERS",
     "REMAT",
     "CollectiveCost",
-    "StepTerm",
     "StepTime",
     "MemoryPerChip",
     "TrainingRun",
@@ -125,66 +126,6 @@ def _check_step(cfg: TransformerConfig, layout: Layout, batch_tokens: int, seq_l
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CollectiveCost:
-    """One kind of collective in a training step: its size, how often, how long (s).
-
-    total_s = calls * seconds_per_call; seconds_per_call from `collectives.collective_time`
-    (a one-hop send for the pipeline's "permute").
-
-    Attributes:
-        name: what moves ("FSDP weight all-gather", "TP activation reduce-scatter", ...).
-        op: "all_gather", "reduce_scatter", "all_reduce" or "permute".
-        phase: "forward" or "backward".
-        axes: the degrees of the layout it runs over ("fsdp", "tensor", ...; "pod" over DCN).
-        link: "ici" or "dcn".
-        array_bytes: V of one call, as `collectives` defines it (bytes).
-        calls: calls per step (count).
-        seconds_per_call: the larger of its bandwidth and latency times (s): the roofline's.
-        bandwidth_s: its bandwidth time alone, per call (s).
-        latency_s: its fixed cost per call, `collectives.call_latency_s` (NCCL's model on GPUs) (s).
-        overlaps: whether it can run under compute: False for the tensor-parallel and expert-parallel
-            collectives, whose output the very next matmul needs.
-    """
-
-    name: str
-    op: str
-    phase: str
-    axes: tuple[str, ...]
-    link: str
-    array_bytes: float
-    calls: int
-    seconds_per_call: float
-    bandwidth_s: float
-    latency_s: float
-    overlaps: bool
-
-    @property
-    def total_s(self) -> float:
-        """calls * seconds_per_call (s)."""
-        return self.calls * self.seconds_per_call
-
-    @property
-    def expected_s(self) -> float:
-        """calls * (bandwidth_s + latency_s): every call pays both, one after another (s)."""
-        return self.calls * (self.bandwidth_s + self.latency_s)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StepTerm:
-    """One named part of a step's expected time (s).
-
-    Attributes:
-        name: what it is ("matmul FLOPs at peak", "pipeline bubble", ...).
-        seconds: its time on the busiest chip (s).
-        how: how it is computed, in a phrase with its formula.
-    """
-
-    name: str
-    seconds: float
-    how: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class StepTime:
     """A training step's roofline estimate on a mesh; times in seconds.
 
@@ -209,7 +150,7 @@ class StepTime:
         model_flops_per_chip: the step's model FLOPs (`flops_per_token`, causal, no recomputation) over
             every chip evenly: what MFU counts (FLOPs).
         peak_flops_per_s: the chip's matmul peak in the step's matmul dtype (FLOPs/s).
-        terms: the parts of `expected_s`, each named (`StepTerm`).
+        terms: the parts of `expected_s`, each named (`overheads.StepTerm`).
     """
 
     placement: Placement
@@ -225,7 +166,7 @@ class StepTime:
     collectives: tuple[CollectiveCost, ...]
     model_flops_per_chip: float
     peak_flops_per_s: float
-    terms: tuple[StepTerm, ...]
+    terms: tuple[overheads.StepTerm, ...]
 
     @property
     def roofline_s(self) -> float:
@@ -302,7 +243,7 @@ def _step_flops(cfg: TransformerConfig, layout: Layout, batch_tokens: int, seq_l
     """Training FLOPs of one chip of the busiest stage: flops_per_token B / N, times ceil(L / S) S / L when the
     layers do not split evenly, times (3 + r) / 3 for r recomputed forward passes (`REMAT`)."""
     flops = cfg.flops_per_token(seq_len, training=True, causal=True) * batch_tokens / layout.n_chips
-    flops *= _stage_layers(cfg, layout) * layout.pipeline / cfg.n_layers
+    flops *= stage_layers(cfg, layout) * layout.pipeline / cfg.n_layers
     return flops * (3 + REMAT[checks.one_of("remat", remat, REMAT)][1]) / 3
 
 
@@ -315,125 +256,9 @@ def _weight_shards(cfg: TransformerConfig, layout: Layout) -> float:
     """Copies of the weights one chip's share makes up (ratio): `Layout.weight_shards`, less where the
     largest pipeline stage holds more than L / S layers, and less under expert parallelism, which
     shards only the routed experts (the rest is whole on each of its chips)."""
-    shards = layout.weight_shards * cfg.n_layers / (_stage_layers(cfg, layout) * layout.pipeline)
+    shards = layout.weight_shards * cfg.n_layers / (stage_layers(cfg, layout) * layout.pipeline)
     held = cfg.param_count() - cfg.routed_expert_params * (1 - 1 / layout.expert)
     return shards * cfg.param_count() / (held * layout.expert)
-
-
-def _stage_layers(cfg: TransformerConfig, layout: Layout) -> int:
-    """Layers of the largest pipeline stage: ceil(L / stages) (Llama 3 405B's 126 layers on 16 stages: 8)."""
-    return -(-cfg.n_layers // layout.pipeline)
-
-
-def _call_s(op: str, v: float, pl: Placement, degree: str) -> tuple[float, float, float]:
-    """One call of `op` on V bytes over a degree: (roofline time, bandwidth time, latency) (s). Over its ICI
-    axes inside a domain, then over the domains it spans on DCN with V / (its chips in a domain),
-    hierarchically. Data parallelism across domains is one gradient AllReduce per step ("pod")."""
-    parts = []
-    if degree == "pod":
-        parts.append((collectives.collective_time(op, v, pl.dcn["data"], pl.chip, link="dcn"), pl.dcn["data"], "dcn"))
-    else:
-        sizes, spans = pl.axes[degree], _spans(pl, degree)
-        inner = math.prod(sizes)
-        # an AllToAll's V is the whole group's array: each chip holds V / (inner spans), sends 1 / (inner spans)
-        # of it to each chip of its domain (an AllToAll of V / spans^2 there) and (spans - 1) / spans across
-        v_ici, v_dcn = (v / spans**2, v / inner) if op == "all_to_all" else (v, v / inner)
-        if sizes:
-            time = collectives.collective_time(op, v_ici, sizes, pl.chip, wraparound=pl.rings[degree])
-            parts.append((time, inner, "ici"))
-        if spans > 1:
-            parts.append((collectives.collective_time(op, v_dcn, spans, pl.chip, link="dcn"), spans, "dcn"))
-    latency = sum(collectives.call_latency_s(op, n, pl.chip, link=link, hops=t.hops) for t, n, link in parts)
-    return sum(t.total_s for t, _, _ in parts), sum(t.bandwidth_s for t, _, _ in parts), latency
-
-
-def _link(pl: Placement, degree: str) -> str:
-    """ "ici", "dcn" or "ici+dcn": where a degree's collectives run."""
-    if degree == "pod":
-        return "dcn"
-    return "+".join(name for name, used in (("ici", pl.axes[degree]), ("dcn", _spans(pl, degree) > 1)) if used)
-
-
-def _spans(pl: Placement, degree: str) -> int:
-    """Domains a degree's per-layer collectives cross (data's cross once a step, as "pod")."""
-    return 1 if degree == "data" else pl.dcn[degree]
-
-
-def _cost(
-    pl: Placement, name: str, op: str, phase: str, degree: str, v: float, calls: int, *, overlaps: bool = True
-) -> CollectiveCost:
-    seconds, bandwidth, latency = _call_s(op, v, pl, degree)
-    return CollectiveCost(
-        name=name, op=op, phase=phase, axes=(degree,), link=_link(pl, degree), array_bytes=v, calls=calls,
-        seconds_per_call=seconds, bandwidth_s=bandwidth, latency_s=latency, overlaps=overlaps,
-    )  # fmt: skip
-
-
-def _weight_collectives(pl: Placement, layer_bytes: float, layers: int) -> list[CollectiveCost]:
-    """FSDP gathers and scatters per layer over the fsdp axes; the DP gradient AllReduce of each layer's
-    fsdp shard over the data axes inside a pod."""
-    lay, out = pl.layout, []
-    v = layer_bytes / lay.tensor  # one layer's weights on a chip's tensor shard, experts already cut by expert
-    if pl.axes["fsdp"] or pl.dcn["fsdp"] > 1:
-        out += [
-            _cost(pl, "FSDP weight all-gather", "all_gather", "forward", "fsdp", v, layers),
-            _cost(pl, "FSDP weight all-gather", "all_gather", "backward", "fsdp", v, layers),
-            _cost(pl, "FSDP gradient reduce-scatter", "reduce_scatter", "backward", "fsdp", v, layers),
-        ]
-    if pl.axes["data"]:
-        out.append(_cost(pl, "DP gradient all-reduce", "all_reduce", "backward", "data", v / lay.fsdp, layers))
-    return out
-
-
-def _activation_collectives(pl: Placement, micro_bytes: float, kv_bytes: float, layers: int) -> list[CollectiveCost]:
-    """Tensor parallelism: gather [b, D] before each block and reduce-scatter after, both passes; context
-    parallelism: gather each layer's keys and values over the context axes, scatter their gradients."""
-    m, out = pl.layout.microbatches, []
-    if pl.axes["tensor"]:
-        for phase in ("forward", "backward"):
-            for op, what in (("all_gather", "all-gather"), ("reduce_scatter", "reduce-scatter")):
-                out.append(_cost(pl, f"TP activation {what}", op, phase, "tensor", micro_bytes, 2 * layers * m,
-                                 overlaps=False))  # fmt: skip
-    if pl.axes["context"] or pl.dcn["context"] > 1:
-        out += [
-            _cost(pl, "CP key/value all-gather", "all_gather", "forward", "context", kv_bytes, layers * m),
-            _cost(pl, "CP key/value all-gather", "all_gather", "backward", "context", kv_bytes, layers * m),
-            _cost(pl, "CP key/value reduce-scatter", "reduce_scatter", "backward", "context", kv_bytes, layers * m),
-        ]
-    return out
-
-
-def _stage_and_pod_collectives(
-    pl: Placement, send_bytes: float, stage_bytes: float, virtual_stages: int
-) -> list[CollectiveCost]:
-    """Pipeline sends between neighbouring stages, and the gradient AllReduce across pods over DCN."""
-    out, lay = [], pl.layout
-    if lay.pipeline > 1:
-        # one hop, one link; over DCN when stages span domains (the slowest boundary paces the pipeline)
-        link = "dcn" if pl.dcn["pipeline"] > 1 else "ici"
-        rate = pl.chip.dcn_bytes_per_s_per_chip if link == "dcn" else pl.chip.ici_bytes_per_s
-        seconds = send_bytes / rate + collectives.HOP_LATENCY_S
-        latency = collectives.HOP_LATENCY_S if pl.chip.is_tpu and link == "ici" else collectives.NCCL_BASE_LATENCY_S
-        for phase, what in (("forward", "activations"), ("backward", "gradients")):
-            out.append(
-                CollectiveCost(
-                    name=f"pipeline {what} send",
-                    op="permute",
-                    phase=phase,
-                    axes=("pipeline",),
-                    link=link,
-                    array_bytes=send_bytes,
-                    calls=lay.microbatches * virtual_stages,
-                    seconds_per_call=seconds,
-                    bandwidth_s=send_bytes / rate,
-                    latency_s=latency,
-                    overlaps=True,
-                )  # fmt: skip
-            )
-    if pl.dcn["data"] > 1:
-        in_pod = lay.n_chips // (pl.dcn["data"] * lay.pipeline)  # each chip's gradient shard after the in-pod reduction
-        out.append(_cost(pl, "DCN gradient all-reduce", "all_reduce", "backward", "pod", stage_bytes / in_pod, 1))
-    return out
 
 
 def step_time(
@@ -462,7 +287,7 @@ def step_time(
     AllGather of b's keys and values, both passes, their ReduceScatter backward; EP per MoE layer and
     microbatch two AllToAlls of the k copies of b tokens, both passes; pipeline sends of [b, D / tensor],
     v times with v `virtual_stages`; bubble (S - 1) / (v M); across pods one DCN AllReduce.
-    `StepTime.roofline_s` is the book's bound, `expected_s` adds each `StepTerm` it leaves out. Book: Part 5.
+    `StepTime.roofline_s` is the book's bound, `expected_s` adds each `overheads.StepTerm` it leaves out. Book: Part 5.
 
     Raises:
         ValueError: unknown model, chip or dtype; a layout the hardware cannot hold (`parallelism.place`);
@@ -470,9 +295,9 @@ def step_time(
     """
     cfg, pl = get_model(model, arg="model"), place(chip, layout)
     _check_step(cfg, layout, batch_tokens, seq_len)
-    layers, peak = _stage_layers(cfg, layout), pl.chip.peak_ops_per_s(matmul_dtype)
+    layers, peak = stage_layers(cfg, layout), pl.chip.peak_ops_per_s(matmul_dtype)
     v, flops = _virtual_stages(layers, virtual_stages), _step_flops(cfg, layout, batch_tokens, seq_len, remat)
-    t_math, comms = flops / peak, _step_collectives(cfg, pl, batch_tokens, v, (param_dtype, activation_dtype))
+    t_math, comms = flops / peak, step_collectives(cfg, pl, batch_tokens, v, (param_dtype, activation_dtype))
     dtypes = (param_dtype, activation_dtype, optimizer_dtype, master_dtype)
     work = _work(cfg, layout, batch_tokens=batch_tokens, seq_len=seq_len, t_math=t_math, peak=peak, v=v,
                  remat=remat, optimizer=optimizer, dtypes=dtypes)  # fmt: skip
@@ -490,22 +315,8 @@ def step_time(
         collectives=comms,
         model_flops_per_chip=work.model_s * peak,
         peak_flops_per_s=peak,
-        terms=_expected_terms(cfg, pl, work, comms),
+        terms=overheads.expected_terms(cfg, pl.chip, layout, work, comms),
     )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Work:
-    """What the expected-time terms need of a step besides its model, placement and collectives."""
-
-    model_s: float  # model FLOPs per chip at peak (s)
-    t_math: float  # every FLOP of the busiest chip at peak, recomputation included (s)
-    bubble: float  # pipeline bubble fraction (S - 1) / (v M)
-    remat: int  # forward passes run again
-    tokens: float  # tokens of one batch shard
-    layers: int  # layers of the busiest stage
-    update_bytes: float  # HBM bytes of one parameter's optimizer update
-    activation_dtype: str
 
 
 def _work(
@@ -520,13 +331,13 @@ def _work(
     remat: str,
     optimizer: str,
     dtypes: tuple[str, str, str, str | None],
-) -> _Work:
-    """The step's `_Work`: model FLOPs, bubble, recomputation, tokens and the optimizer update's bytes.
+) -> overheads.StepWork:
+    """The step's `overheads.StepWork`: model FLOPs, bubble, recomputation, tokens and the optimizer update's bytes.
     dtypes: the parameters', activations', optimizer state's and master copy's."""
     param_dtype, activation_dtype, optimizer_dtype, master_dtype = dtypes
     moments = OPTIMIZERS[checks.one_of("optimizer", optimizer, OPTIMIZERS)]
     model_flops = cfg.flops_per_token(seq_len, training=True, causal=True) * batch_tokens / layout.n_chips
-    return _Work(
+    return overheads.StepWork(
         model_s=model_flops / peak,
         t_math=t_math,
         bubble=bounds.pipeline_bubble_fraction(
@@ -534,105 +345,13 @@ def _work(
         ),
         remat=REMAT[remat][1],
         tokens=batch_tokens / layout.batch_shards,
-        layers=_stage_layers(cfg, layout),
+        layers=stage_layers(cfg, layout),
         update_bytes=overheads.optimizer_bytes_per_param(
             moments=moments, param_dtype=param_dtype, optimizer_dtype=optimizer_dtype, master_dtype=master_dtype
         ),
         activation_dtype=activation_dtype,
+        weight_copies=_weight_shards(cfg, layout),
     )
-
-
-def _expected_terms(
-    cfg: TransformerConfig, pl: Placement, work: _Work, comms: tuple[CollectiveCost, ...]
-) -> tuple[StepTerm, ...]:
-    """The named parts of `StepTime.expected_s`: the math, then each thing the roofline leaves out."""
-    lay, hbm = pl.layout, pl.chip.hbm_bytes_per_s
-    even_s = work.model_s
-    busiest_s = work.t_math * 3 / (3 + work.remat)
-    elementwise = overheads.elementwise_bytes_per_token(cfg, tensor=lay.tensor, activation_dtype=work.activation_dtype)
-    elementwise_s = (3 + work.remat) * elementwise * work.tokens * work.layers / hbm
-    padding_s = work.t_math * overheads.tile_padding(cfg, pl.chip, tensor=lay.tensor)
-    shards = _weight_shards(cfg, lay)
-    update_s = cfg.param_count() / shards * work.update_bytes / hbm
-    blocking = [c for c in comms if not c.overlaps]
-    blocking_s = sum(c.calls * c.bandwidth_s for c in blocking)
-    latency_s = sum(c.calls * c.latency_s for c in blocking)
-    edges_s = sum(c.expected_s / c.calls for c in comms if c.overlaps and c.op != "permute" and c.calls > 1)
-    sends = [c for c in comms if c.op == "permute"]
-    fill_s = sum((lay.pipeline - 1) * (c.bandwidth_s + c.latency_s) for c in sends)
-    excess_s = 0.0
-    for phase, share in (("forward", 1 / (3 + work.remat)), ("backward", (2 + work.remat) / (3 + work.remat))):
-        hidden = sum(c.expected_s for c in comms if c.overlaps and c.phase == phase)
-        excess_s += max(0.0, hidden - work.t_math * share)
-    critical_s = work.t_math + elementwise_s + padding_s + blocking_s + latency_s
-    return (
-        StepTerm(name="matmul FLOPs at peak", seconds=even_s, how="model FLOPs per chip / C (the roofline's math)"),
-        StepTerm(name="uneven pipeline stages", seconds=busiest_s - even_s,
-                 how="the busiest stage's ceil(L / S) layers over L / S"),
-        StepTerm(name="recomputation", seconds=work.t_math - busiest_s,
-                 how="forward passes run again: r / 3 of the step's FLOPs (remat)"),
-        StepTerm(name="matmul tile padding", seconds=padding_s,
-                 how="weight dims padded to the MXU or tensor-core tile (overheads.tile_padding)"),
-        StepTerm(name="elementwise ops, norms, RoPE (HBM)", seconds=elementwise_s,
-                 how="(3 + r) x overheads.elementwise_bytes_per_token x tokens x layers / HBM bandwidth"),
-        StepTerm(name="optimizer update (HBM)", seconds=update_s,
-                 how="each chip's parameters x overheads.optimizer_bytes_per_param / HBM bandwidth"),
-        StepTerm(name="tensor/expert-parallel collectives", seconds=blocking_s,
-                 how="bandwidth time of the collectives the next matmul waits on"),
-        StepTerm(name="collective latency", seconds=latency_s,
-                 how="per call of those, collectives.call_latency_s (NCCL's ring model on GPUs, hops x 1 us on ICI)"),
-        StepTerm(name="communication beyond the compute it overlaps", seconds=excess_s,
-                 how="per pass, overlappable collectives minus that pass's math, when more"),
-        StepTerm(name="first gather and last reduction", seconds=edges_s,
-                 how="one call of each per-layer overlappable collective: nothing to hide it under"),
-        StepTerm(name="pipeline fill and drain sends", seconds=fill_s,
-                 how="(S - 1) sends each way before the first and after the last microbatch"),
-        StepTerm(name="pipeline bubble", seconds=work.bubble * critical_s,
-                 how="(S - 1) / (v M) x the stage's math, elementwise, padding and blocking collectives"),
-    )  # fmt: skip
-
-
-def _step_collectives(
-    cfg: TransformerConfig, pl: Placement, batch_tokens: int, v: int, dtypes: tuple[str, str]
-) -> tuple[CollectiveCost, ...]:
-    """Every collective of a step (see `step_time`), with its sizes from the batch and the dtypes."""
-    layout = pl.layout
-    pb = checks.dtype_bytes(dtypes[0], "param_dtype")
-    ab = checks.dtype_bytes(dtypes[1], "activation_dtype")
-    m, layers = layout.microbatches, _stage_layers(cfg, layout)
-    stage_bytes = cfg.param_count() * pb * layers / cfg.n_layers
-    held = (cfg.param_count() - cfg.routed_expert_params * (1 - 1 / layout.expert)) * pb / cfg.n_layers
-    shard_tokens = batch_tokens / layout.batch_shards
-    micro_bytes = shard_tokens / m * cfg.d_model * ab
-    kv_bytes = shard_tokens * layout.context / m * cfg.kv_values_per_token_layer * ab / layout.tensor
-    return (
-        *_weight_collectives(pl, held, layers),
-        *_activation_collectives(pl, micro_bytes, kv_bytes, layers),
-        *_expert_collectives(cfg, pl, micro_bytes, (cfg.param_count() - cfg.routed_expert_params) * pb / cfg.n_layers),
-        *_stage_and_pod_collectives(pl, micro_bytes / layout.tensor, stage_bytes, v),
-    )
-
-
-def _expert_collectives(
-    cfg: TransformerConfig, pl: Placement, micro_bytes: float, shared_bytes: float
-) -> list[CollectiveCost]:
-    """Expert parallelism: per MoE layer and microbatch, an AllToAll sends each token's k copies to their
-    experts and one brings them back, both passes (V = expert k b D bytes over the group); the weights
-    outside the routed experts are replicas across the expert degree, their gradients all-reduced."""
-    lay = pl.layout
-    if lay.expert == 1:
-        return []
-    moe_layers = -(-cfg.moe_layers // lay.pipeline)
-    v = lay.expert * cfg.experts_per_token * micro_bytes / lay.tensor
-    calls = 2 * moe_layers * lay.microbatches
-    out = [
-        _cost(pl, "EP token dispatch and combine", "all_to_all", phase, "expert", v, calls, overlaps=False)
-        for phase in ("forward", "backward")
-    ]
-    layers = _stage_layers(cfg, lay)
-    out.append(_cost(pl, "EP-replica gradient all-reduce", "all_reduce", "backward", "expert",
-                     shared_bytes / (lay.tensor * lay.fsdp), layers))  # fmt: skip
-    return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

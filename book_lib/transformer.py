@@ -18,12 +18,9 @@ Book: Part 4 (Transformers), "Global FLOPs and Params Calculation"; Part 6 (Trai
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 from dataclasses import dataclass
-from typing import Any
 
-from book_lib import checks
+from book_lib import checks, op_rows
 from book_lib.breakdowns import FlopsBreakdown, OpRow, ParamBreakdown, TrainingMemory
 from book_lib.roofline import OpCost
 
@@ -192,10 +189,10 @@ class TransformerConfig:
         """Weights of the q, k, v and o projections of one layer, biases excluded (count).
 
         = D N H (q) + 2 D K H (k, v) + N H D (o) = 2 D (N + K) H; with latent attention, the sum of
-        its five (or four) matrices (`_mla_rows`).
+        its five (or four) matrices (`op_rows.qkvo_rows`).
         """
         return (
-            sum(row.params for row in self._qkvo_rows(1, 1))
+            sum(row.params for row in op_rows.qkvo_rows(self, 1, 1))
             - self.qkv_bias * (self.n_heads + 2 * self.n_kv_heads) * self.head_dim
         )
 
@@ -310,28 +307,7 @@ class TransformerConfig:
         for flag, value in (("training", training), ("causal", causal)):
             if not isinstance(value, bool):
                 raise ValueError(f"{flag}={value!r}: not a bool; allowed: True, False")
-        c = 3 if training else 1
-        rows = self._mlp_rows(c, batch_tokens) + self._qkvo_rows(c, batch_tokens)
-        rows += self._dot_product_rows(c * (0.5 if causal else 1.0), seq_len, batch_tokens)
-        return rows + self._other_rows(c, batch_tokens)
-
-    def _row(self, group: str, name: str, op: str, flops_formula: str, params_formula: str, **numbers: Any) -> OpRow:
-        """An OpRow; `numbers` holds flops, params, active_params, count, weight_matmul (defaults: free, per layer)."""
-        values = {"flops": 0.0, "params": 0, "count": self.n_layers, "weight_matmul": False} | numbers
-        values.setdefault("active_params", values["params"])
-        return OpRow(
-            group=group, name=name, operation=op, flops_formula=flops_formula, params_formula=params_formula, **values
-        )
-
-    def _matmul(
-        self, group: str, name: str, op: str, monomial: str, weights: int, c: float, tokens: float, **kw: Any
-    ) -> OpRow:
-        """A weight matmul: 2 c FLOPs per weight per token; `monomial` is its weight count in letters."""
-        active = kw.pop("active_params", weights)
-        flops = 2.0 * c * active * tokens
-        formula = f"{2 * c:g}{kw.pop('k', '')}BT{monomial}"
-        return self._row(group, name, op, formula, kw.pop("params_formula", monomial), flops=flops, params=weights,
-                         active_params=active, weight_matmul=True, **kw)  # fmt: skip
+        return op_rows.rows(self, 3 if training else 1, seq_len, batch_tokens, causal=causal)
 
     @property
     def expert_d_ff(self) -> int:
@@ -351,130 +327,10 @@ class TransformerConfig:
         """
         return self.moe_layers * self.n_experts * self.mlp_matrices * self.d_model * self.expert_d_ff
 
-    def _mlp_rows(self, c: float, tokens: float) -> tuple[OpRow, ...]:
-        """Dense layers' MLP (all L layers of a dense model), then the MoE layers' routed experts, shared
-        experts and router."""
-        if not self.is_moe:
-            return self._expert_rows(c, tokens, count=self.n_layers)
-        rows = self._expert_rows(c, tokens, count=self.first_dense_layers, tag=" (dense layers)")
-        e, k, s, width = self.n_experts, self.experts_per_token, self.n_shared_experts, self.expert_d_ff
-        routed: dict[str, Any] = {"k": "k", "params_formula": "EDF", "active_params": k * self.d_model * width}
-        rows += self._expert_rows(c, tokens, count=self.moe_layers, width=width, experts=e, **routed)
-        shared: dict[str, Any] = {"k": "s", "params_formula": "sDF", "active_params": s * self.d_model * width}
-        rows += self._expert_rows(c, tokens, count=self.moe_layers * bool(s), width=width, experts=s, tag=" (shared)",
-                                  **shared)  # fmt: skip
-        router = self._matmul("router", "router", r"A[B,T,D] \cdot_D W_{gate}[D,E]", "DE", self.d_model * e, c, tokens)
-        return rows + (dataclasses.replace(router, count=self.moe_layers),)
-
-    def _expert_rows(
-        self,
-        c: float,
-        tokens: float,
-        *,
-        count: int,
-        width: int | None = None,
-        experts: int = 1,
-        tag: str = "",
-        **moe: Any,
-    ) -> tuple[OpRow, ...]:
-        """W_in1 (gate), W_in2 (up), their elementwise product and W_out (down), or W_in, act, W_out, of
-        `experts` MLPs of `width` (d_ff by default) in `count` layers; none when count is 0."""
-        if not count:
-            return ()
-        D, F = self.d_model, self.d_ff if width is None else width
-        mm = functools.partial(self._matmul, "mlp", monomial="DF", weights=experts * D * F, c=c, tokens=tokens)
-        ins = [("W_in1 (gate)", r"A[B,T,D] \cdot_D W_{in1}[D,F]"), ("W_in2 (up)", r"A[B,T,D] \cdot_D W_{in2}[D,F]")]
-        if not self.gated_mlp:
-            ins = [("W_in", r"A[B,T,D] \cdot_D W_{in}[D,F]")]
-        rows = tuple(mm(name=name + tag, op=op, count=count, **moe) for name, op in ins)
-        act = r"\sigma(A_{in1})[B,T,F] * A_{in2}[B,T,F]" if self.gated_mlp else r"\sigma(A_{in})[B,T,F]"
-        rows += (
-            self._row("mlp", "activation" + (" x up" if self.gated_mlp else "") + tag, act, "O(BTF)", "", count=count),
-        )
-        return rows + (mm(name="W_out (down)" + tag, op=r"A[B,T,F] \cdot_F W_{out}[F,D]", count=count, **moe),)
-
-    def _qkvo_rows(self, c: float, tokens: float) -> tuple[OpRow, ...]:
-        """The four projections; q, k, v biases (when present) sit in their rows' weights, not their FLOPs."""
-        if self.kv_lora_rank is not None:
-            return self._mla_rows(c, tokens)
-        D, N, K, H = self.d_model, self.n_heads, self.n_kv_heads, self.head_dim
-        rows = []
-        for name, heads, letter, op in (
-            ("W_Q", N, "N", r"A[B,T,D] \cdot_D W_Q[D,N,H]"),
-            ("W_K", K, "K", r"A[B,T,D] \cdot_D W_K[D,K,H]"),
-            ("W_V", K, "K", r"A[B,T,D] \cdot_D W_V[D,K,H]"),
-        ):
-            bias = heads * H if self.qkv_bias else 0
-            formula = f"D{letter}H" + (f" + {letter}H" if bias else "")
-            row = self._matmul("qkvo", name, op, f"D{letter}H", D * heads * H, c, tokens, params_formula=formula)
-            rows.append(dataclasses.replace(row, params=row.params + bias, active_params=row.params + bias))
-        rows.append(self._matmul("qkvo", "W_O", r"A[B,T,N,H] \cdot_{NH} W_O[N,H,D]", "DNH", D * N * H, c, tokens))
-        return tuple(rows)
-
-    def _mla_rows(self, c: float, tokens: float) -> tuple[OpRow, ...]:
-        """Multi-head latent attention: queries through a rank-r_q latent (or straight from D), keys and
-        values up-projected from the cached rank-r_kv latent plus one shared RoPE key of width R."""
-        D, N, H, R, Hv = self.d_model, self.n_heads, self.head_dim, self.rope_head_dim, self.value_head_dim
-        rq, rkv = self.q_lora_rank, self.kv_lora_rank or 0
-        mm = functools.partial(self._matmul, "qkvo", c=c, tokens=tokens)
-        if rq is None:
-            rows = [mm("W_Q", r"A[B,T,D] \cdot_D W_Q[D,N,H+R]", "DN(H+R)", D * N * (H + R))]
-        else:
-            rows = [
-                mm("W_DQ", r"A[B,T,D] \cdot_D W_{DQ}[D,r_q]", "Dr_q", D * rq),
-                mm("W_UQ", r"C_Q[B,T,r_q] \cdot_{r_q} W_{UQ}[r_q,N,H+R]", "r_qN(H+R)", rq * N * (H + R)),
-            ]
-        return (
-            *rows,
-            mm("W_DKV", r"A[B,T,D] \cdot_D W_{DKV}[D,r_{kv}+R]", "D(r_{kv}+R)", D * (rkv + R)),
-            mm(
-                "W_UKV",
-                r"C_{KV}[B,T,r_{kv}] \cdot_{r_{kv}} W_{UKV}[r_{kv},N,H+H_v]",
-                "r_{kv}N(H+H_v)",
-                rkv * N * (H + Hv),
-            ),
-            mm("W_O", r"A[B,T,N,H_v] \cdot_{NH_v} W_O[N,H_v,D]", "DNH_v", D * N * Hv),
-        )
-
     @property
     def value_head_dim(self) -> int:
         """Width of one value head: v_head_dim, or head_dim when none is set (count)."""
         return self.head_dim if self.v_head_dim is None else self.v_head_dim
-
-    def _dot_product_rows(self, c: float, seq_len: float, tokens: float) -> tuple[OpRow, ...]:
-        """QK^T and PV, 2 c S N H FLOPs per token each (c already halved for a causal mask), and the free
-        softmax; with MLA's RoPE dims and value width, 2 c S N (H + R) and 2 c S N H_v."""
-        per_head = 2.0 * c * seq_len * self.n_heads * tokens
-        qk, pv = per_head * (self.head_dim + self.rope_head_dim), per_head * self.value_head_dim
-        return (
-            self._row("dot_product", "Q K^T", r"Q[B,T,K,G,H] \cdot_H K[B,S,K,H]", f"{2 * c:g}BTSNH", "", flops=qk),
-            self._row("dot_product", "softmax", r"\mathrm{softmax}_S\, L[B,T,S,K,G]", "O(BTSN)", ""),
-            self._row("dot_product", "P V", r"P[B,T,S,K,G] \cdot_S V[B,S,K,H]", f"{2 * c:g}BTSNH", "", flops=pv),
-        )
-
-    def _other_rows(self, c: float, tokens: float) -> tuple[OpRow, ...]:
-        """The per-layer norms, the final norm, the embedding lookup and the unembedding."""
-        D, V, n = self.d_model, self.vocab_size, self.norms_per_layer
-        norm = r"\mathrm{norm}_D\, A[B,T,D]"
-        lookup = r"W_{embed}[V,D]\,[\text{tokens}]"
-        rows: tuple[OpRow, ...] = (
-            (self._row("norms", f"{n} norms", norm, "O(BTD)", f"{n}D", params=n * D),) if n else ()
-        )
-        if self.qk_norm:
-            rows += (self._row("norms", "q and k norms", norm, "O(BTNH)", "2H", params=2 * self.head_dim),)
-        latents = [r for r in (self.q_lora_rank, self.kv_lora_rank) if r is not None]
-        if latents:
-            rows += (self._row("norms", "latent norms", norm, "O(BTr)", "r_q + r_{kv}", params=sum(latents)),)
-        rows += (
-            self._row("norms", "final norm", norm, "O(BTD)", "D", params=D, count=1),
-            self._row("embedding", "embedding lookup", lookup, "0", "VD", params=V * D, count=1),
-        )
-        out = self._matmul(
-            "output", "unembedding", r"A[B,T,D] \cdot_D W_{unembed}[D,V]", "DV", D * V, c, tokens, count=1
-        )
-        if self.tied_embeddings:  # the same matmul, with the embedding's weights
-            out = dataclasses.replace(out, params_formula="0 (tied)", params=0, active_params=0)
-        return rows + (out,)
 
     def flops_per_token(self, seq_len: float, *, training: bool = True, causal: bool = False) -> float:
         """FLOPs to process one token with `seq_len` keys in view: `flops_breakdown(...).total_flops`.

@@ -19,7 +19,9 @@ BATCH_4M = 4 * 2**20  # the text's "4 * 1024 * 1024": 1024 sequences of 4096
 
 
 def test_plan_for_llama3_70b_on_a_v5p_pod():
-    plan = planner.plan_training("llama3-70b", "tpu-v5p", 8960, batch_tokens=BATCH_4M, seq_len=4096)
+    # the text's idealisation: 1,024 sequences over 8,960 chips, a fraction of a sequence on each
+    plan = planner.plan_training("llama3-70b", "tpu-v5p", 8960, batch_tokens=BATCH_4M, seq_len=4096,
+                                 whole_sequences=False)  # fmt: skip
     best = plan.best
     # Part 6: mixed FSDP + tensor parallelism is compute-bound; FSDP alone is not; DP does not fit.
     assert best.scheme == "FSDP+TP" and best.step.bound == "compute" and best.memory.fits
@@ -77,7 +79,7 @@ def test_bad_input_names_argument_value_and_what_is_allowed(call, start):
 
 def test_every_layout_is_a_real_cut_of_the_slice():
     plan = _plan()
-    labels = {e.scheme for e in plan.entries}
+    labels = {e.scheme.removesuffix("+CP") for e in plan.entries}  # 1,024 sequences: some cut sequences
     assert {"DP", "FSDP", "FSDP+TP", "FSDP+TP+PP"} <= labels
     for e in plan.entries:
         placement = e.step.placement
@@ -112,8 +114,25 @@ def test_cli_prints_the_ranked_table():
     lines = done.stdout.splitlines()
     assert lines[0].startswith("llama-3-70b on 8,960 tpu-v5p") and "1,024 sequences of 4,096" in lines[0]
     first = next(line for line in lines if line.lstrip().startswith("1 "))
-    assert "FSDP+TP" in first and "compute" in first
+    assert "+CP" in first and "cuts each sequence" in first and "compute" in first
     assert any(line.rstrip().endswith("--top 0 shows all)") for line in lines)
+    text = _cli(*PLAN, "--partial-sequences").stdout.splitlines()
+    first = next(line for line in text if line.lstrip().startswith("1 "))
+    assert "FSDP+TP " in first and "the text's idealisation" in first
+
+
+def test_the_planner_cuts_sequences_only_by_whole_costed_context_degrees():
+    plan = planner.plan_training("llama3-70b", "tpu-v5p", 8960, batch_tokens=BATCH_4M, seq_len=4096)
+    sequences = BATCH_4M // 4096
+    for e in plan.entries:
+        holders = e.layout.batch_shards // e.layout.context
+        assert holders <= sequences and e.step.context_parallel == e.layout.context, e.layout
+        if e.layout.context > 1:  # its key/value gathers are in the step, not free
+            assert any(c.axes == ("context",) for c in e.step.collectives)
+    assert any(e.layout.context > 1 for e in plan.entries)
+    with pytest.raises(ValueError, match=r"^whole_sequences='yes': not a bool"):
+        planner.plan_training("llama3-70b", "tpu-v5p", 8960, batch_tokens=BATCH_4M, seq_len=4096,
+                              whole_sequences="yes")  # fmt: skip
 
 
 def test_cli_json_is_the_plan():
