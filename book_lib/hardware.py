@@ -34,6 +34,9 @@ __all__ = [
     "INT4_OVER_BF16_RATIO",
     "PRICES_USD_PER_CHIP_HOUR",
     "price_usd_per_chip_hour",
+    "VendorFigure",
+    "VENDOR_FIGURES",
+    "vendor_chip",
 ]
 
 GiB = 2**30
@@ -684,3 +687,88 @@ def chip_from_device_kind(device_kind: str) -> Chip | None:
         if any(re.fullmatch(pattern, kind) for pattern in chip.device_kinds):
             return chip
     return None
+
+
+# ----- the vendors' current figures ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VendorFigure:
+    """A vendor's current figure for one field of a chip, where it differs from the table's.
+
+    The table keeps the text's figures: its model is what the chapters and the keys teach. These are what
+    the vendor's own page says today, checked against it, for planning with `vendor_chip`.
+
+    Attributes:
+        field: the `Chip` field ("ici_bytes_per_s", ...).
+        value: the figure in the field's unit (bytes, bytes/s, FLOPs/s).
+        as_written: the vendor's words and units.
+        source: the vendor page (URL).
+    """
+
+    field: str
+    value: float
+    as_written: str
+    source: str
+
+
+_CLOUD = "https://cloud.google.com/tpu/docs/{}"
+# Google gives ICI as "bidirectional bandwidth per chip" over its ports: per link, one direction, it is
+# that / 2 / ports (4 on v5e and v6e, 6 on the 3D tori); DCN per host as Gb/s per chip times its chips.
+_VENDOR = {
+    "tpu-v3": (VendorFigure(field="bf16_flops_per_s", value=1.23e14, as_written="123 teraflops (bf16)",
+                            source=_CLOUD.format("v3")),),
+    "tpu-v5e": (
+        VendorFigure(field="ici_bytes_per_s", value=5.0e10, as_written="ICI bandwidth per chip 400 GBps, 4 ports",
+                     source=_CLOUD.format("v5e")),
+        VendorFigure(field="hbm_bytes_per_s", value=8.19e11, as_written="HBM2 bandwidth 819 GBps",
+                     source=_CLOUD.format("v5e")),
+        VendorFigure(field="int8_ops_per_s", value=3.93e14, as_written="int8 393 TOPs", source=_CLOUD.format("v5e")),
+    ),
+    "tpu-v5p": (
+        VendorFigure(field="ici_bytes_per_s", value=1.0e11, as_written="ICI bandwidth per chip 1200 GBps, 3D torus",
+                     source=_CLOUD.format("v5p")),
+        VendorFigure(field="hbm_bytes_per_s", value=2.765e12, as_written="HBM2e bandwidth 2765 GBps",
+                     source=_CLOUD.format("v5p")),
+    ),
+    "tpu-v6e": (
+        VendorFigure(field="bf16_flops_per_s", value=9.18e14, as_written="918 TFLOPs (bf16)",
+                     source=_CLOUD.format("v6e")),
+        VendorFigure(field="int8_ops_per_s", value=1.836e15, as_written="1836 TOPs (int8)",
+                     source=_CLOUD.format("v6e")),
+        VendorFigure(field="ici_bytes_per_s", value=1.0e11, as_written="ICI bandwidth per chip 800 GBps, 4 ports",
+                     source=_CLOUD.format("v6e")),
+        VendorFigure(field="hbm_bytes_per_s", value=1.638e12, as_written="HBM bandwidth 1638 GBps",
+                     source=_CLOUD.format("v6e")),
+        VendorFigure(field="dcn_bytes_per_s", value=1.0e11, as_written="DCN 100 Gbps per chip, 8 chips per host",
+                     source=_CLOUD.format("v6e")),
+    ),
+    "tpu-7x": (
+        VendorFigure(field="hbm_bytes", value=192 * GiB, as_written="HBM capacity per chip (GiB): 192",
+                     source=_CLOUD.format("tpu7x")),
+        VendorFigure(field="hbm_bytes_per_s", value=7.38e12, as_written="HBM bandwidth 7380 GBps",
+                     source=_CLOUD.format("tpu7x")),
+        VendorFigure(field="dcn_bytes_per_s", value=5.0e10, as_written="DCN 100 Gbps per chip, 4 chips per host",
+                     source=_CLOUD.format("tpu7x")),
+    ),
+}  # fmt: skip
+VENDOR_FIGURES: MappingProxyType[str, tuple[VendorFigure, ...]] = MappingProxyType(_VENDOR)
+
+
+def vendor_chip(chip: Chip | str) -> Chip:
+    """`chip` with the vendor's current figures (`VENDOR_FIGURES`) in place of the text's; itself when they agree.
+
+    The GPUs' rows already are NVIDIA's figures (dense, without the sparsity factor). Planning a real run
+    may want these; the chapters and keys use the table's, the figures the text teaches.
+    Book: Part 2, "Key Takeaways" (the text's table these differ from).
+
+    Raises:
+        ValueError: an unknown chip name (the closest names are listed).
+    """
+    base = get_chip(chip, arg="chip")
+    figures = VENDOR_FIGURES.get(base.name, ())
+    if not figures:
+        return base
+    sources = "; ".join(dict.fromkeys(f.source for f in figures))
+    values: dict[str, Any] = {f.field: f.value for f in figures}
+    return dataclasses.replace(base, name=f"{base.name} (vendor)", source=f"{sources}; {base.source}", **values)

@@ -245,3 +245,23 @@ def test_bad_internal_fields_raise_naming_the_field():
         Chip(**{**good, "vregs_per_core": 0})
     with pytest.raises(ValueError, match="clock_hz=-1.*allowed"):
         Chip(**{**good, "clock_hz": -1.0})
+
+
+# ----- the vendors' current figures ------------------------------------------------------------------
+
+
+def test_vendor_figures_are_what_differs_from_the_texts_table_with_their_sources():
+    assert hardware.VENDOR_FIGURES and set(hardware.VENDOR_FIGURES) <= set(hardware.CHIPS)
+    fields = {f.name for f in dataclasses.fields(hardware.Chip)}
+    for name, figures in hardware.VENDOR_FIGURES.items():
+        chip, vendor = hardware.get_chip(name), hardware.vendor_chip(name)
+        for figure in figures:
+            assert figure.field in fields and figure.source.startswith("https://cloud.google.com/tpu/docs/")
+            assert getattr(chip, figure.field) != figure.value, (name, figure.field)  # only what differs
+            assert getattr(vendor, figure.field) == figure.value
+        assert vendor.name == f"{name} (vendor)" and figure.source in vendor.source
+    # TPU 7x's HBM: Google's page says GiB, the text's table 192e9 bytes
+    assert hardware.vendor_chip("tpu-7x").hbm_bytes == 192 * 2**30 and hardware.get_chip("tpu-7x").hbm_bytes == 192e9
+    # per link and direction: 1,200 GB/s both ways per v5p chip over 6 ports
+    assert hardware.vendor_chip("v5p").ici_bytes_per_s == 1200e9 / 2 / 6
+    assert hardware.vendor_chip("h100") is hardware.get_chip("h100")  # NVIDIA's figures already
