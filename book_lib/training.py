@@ -26,7 +26,6 @@ from book_lib.transformer import TransformerConfig
 __all__ = [
     "OPTIMIZERS",
     "REMAT",
-    "CollectiveCost",
     "StepTime",
     "MemoryPerChip",
     "TrainingRun",
