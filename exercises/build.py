@@ -92,7 +92,9 @@ TOLERANCE_WORDS = {
     1e-2: "within 1 %",
     2e-2: "within 2 %",
     4e-2: "within 4 %",
+    5e-2: "within 5 %",
     1e-3: "within 0.1 %",
+    2e-3: "within 0.2 %",
     1e-4: "within 1e-4 relative",
     1e-6: "within 1e-6 relative",
 }

@@ -197,3 +197,15 @@ def test_the_texts_printed_answers_score_full_where_its_model_gives_them(assignm
     assert printed or getattr(module, "NOTHING_PRINTED", ""), (
         "list the text's printed answers, or say why there are none"
     )
+
+
+def test_the_texts_own_constants_give_its_answers_and_the_grader_takes_them():
+    """Where the text computes with its own constants (16 GB of 1e9 bytes per v5e, a ridge of 240), the
+    answer it gets is one the grader accepts (`Key.also`), next to the exact one."""
+    keys = keys_for("ch07_inference")
+    moe = [a["moe_critical_batch"] for a in keys["ch07_q5_moe"].answers()]
+    assert 1920 in moe and any(round(b) != 1920 for b in moe)
+    free = [a["free_hbm_per_chip_bytes"] for a in keys["ch07_q6_expert_sharding"].answers()]
+    assert any(round(b / 1e9, 1) == 14.3 for b in free) and any(round(b / 1e9, 1) != 14.3 for b in free)
+    fewest = keys_for("ch06_training_llama3")["ch06_q4b_fewest_chips"].answers()
+    assert {a["fewest_chips"] for a in fewest} >= {226, 212}  # 96 GB of 1e9 bytes, and 96 GiB

@@ -12,15 +12,31 @@ from __future__ import annotations
 import importlib
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-__all__ = ["Key", "JaxCheck", "keys_for", "redraw", "scaled", "KINDS", "MAX_REDRAWS"]
+from book_lib import hardware
+
+__all__ = ["Key", "JaxCheck", "keys_for", "redraw", "scaled", "text_chip", "KINDS", "MAX_REDRAWS"]
 
 KINDS = ("value", "function", "choice", "jax")
 # Integer factors by which grading-time inputs scale the text's cases (see `scaled`).
 DRAW_FACTORS = tuple(range(2, 10))
 # Draws `redraw` tries before it gives up on a condition (the narrowest key needs a few dozen).
 MAX_REDRAWS = 1000
+
+
+def text_chip(name: str) -> hardware.Chip:
+    """`name`'s chip with its HBM as the text prints it: GB of 1e9 bytes where the table holds whole GiB.
+
+    The text's tables write "16GB" for a v5e and "96GB" for a v5p; `book_lib.hardware` holds 16 and 96
+    GiB (what the chips have and JAX reports). A question graded on the text's model accepts the answer
+    either gives (`Key.also`). Other chips come back unchanged.
+    """
+    chip = hardware.get_chip(name)
+    gib = chip.hbm_bytes / 2**30
+    if gib != round(gib):
+        return chip
+    return replace(chip, name=f"{chip.name} (the text's HBM)", hbm_bytes=round(gib) * 1e9)
 
 
 def redraw(

@@ -246,7 +246,7 @@ KEYS = {
     "ch04_q0a_remat_bytes": Key(
         names=("activations_none_bytes", "activations_block_bytes"),
         kind="value",
-        rel_tol=1e-3,
+        rel_tol=2e-3,  # the text's 84 and 4.2 TB for 83.89 and 4.194
         expected=_remat_bytes,
         params={"layers": 64, "d": 8192, "tokens_m": 4},
         draw=_draw_remat,
@@ -404,6 +404,7 @@ def online_softmax_attention(q, k, v, block_size):
 
 # The text's printed answers: the grader accepts each (tests/test_exercises.py).
 PRINTED = {
+    "ch04_q0a_remat_bytes": {"activations_none_bytes": 84e12, "activations_block_bytes": 4.2e12},
     "ch04_q1b_attention_share": {"attention_share_q1": 0.25},
     "ch04_q7_deepseek_mfu": {"training_mfu": 0.217},
     "ch04_q8b_moe_deepseek": {"moe_batch_tokens": 3840},

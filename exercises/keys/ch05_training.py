@@ -6,7 +6,7 @@ import random
 
 from book_lib import bounds, hardware, models, training, transformer
 from book_lib.parallelism import Layout
-from exercises.keys import JaxCheck, Key
+from exercises.keys import JaxCheck, Key, text_chip
 
 # The worked problems' model (problems 5.1 to 5.4): LLaMA-2 13B, as book_lib's preset.
 L13 = models.get_model("llama-2-13b")
@@ -23,10 +23,12 @@ def _c_checkpoints(model: transformer.TransformerConfig) -> float:
     return 1 + 2 * model.d_ff / model.d_model
 
 
-def _dp_max_params(tpu: str) -> dict[str, float]:
-    # bf16 weights (2 bytes) and Adam's two fp32 moments (8 bytes), no gradients: the text's 10 bytes
+def _dp_max_params(tpu: str, *, text_hbm: bool = False) -> dict[str, float]:
+    # bf16 weights (2 bytes) and Adam's two fp32 moments (8 bytes), no gradients: the text's 10 bytes;
+    # the text divides its 96 GB (96e9 bytes), the chip has 96 GiB: both are accepted
     per_param = training.zero_memory_per_chip(param_count=1, n_data=1, stage=0, grad_dtype=None, master_dtype=None)
-    return {"dp_max_params": hardware.get_chip(tpu).hbm_bytes / per_param.total_bytes}
+    chip = text_chip(tpu) if text_hbm else hardware.get_chip(tpu)
+    return {"dp_max_params": chip.hbm_bytes / per_param.total_bytes}
 
 
 def _dp_batches(tpu: str, pod_chips: int) -> dict[str, float]:
@@ -140,6 +142,7 @@ KEYS = {
         names=("dp_max_params",),
         kind="value",
         expected=_dp_max_params,
+        also=(lambda tpu: _dp_max_params(tpu, text_hbm=True),),
         params={"tpu": "tpu-v5p"},
         draw=lambda r: {"tpu": r.choice(TPUS)},
     ),
@@ -325,10 +328,11 @@ def fsdp_forward(x, w_in, w_out):
 }
 
 # The text's printed answers: the grader accepts each (tests/test_exercises.py). Left out, with why:
-# q0a (about 9B: 96e9 bytes / 10, rounded down; our HBM is 96 GiB), q0e (given as a bound, ~11, not an
+# q0e (given as a bound, ~11, not an
 # integer), q0f (13.9, an arithmetic slip: the formula gives 13.7), q0g (its slice bound is printed as
 # 1.6e10), q3b and q3d (the solution prints one of the names only: a total of 8 TB, 3.48M, 940).
 PRINTED = {
+    "ch05_q0a_dp_max_params": {"dp_max_params": 9.6e9},  # 96 GB / 10 bytes, with the text's 96e9 bytes
     "ch05_q0b_dp_batch": {"dp_batch_one_axis": 2550, "dp_batch_three_axes": 850, "dp_pod_batch_tokens": 7.6e6},
     "ch05_q0c_fsdp_chips": {"fsdp_max_chips": 47000},
     "ch05_q0d_fsdp_days": {"fsdp_training_days": 17},

@@ -6,7 +6,7 @@ import dataclasses
 import random
 
 from book_lib import checks, hardware, inference, models, roofline, topology, transformer
-from exercises.keys import JaxCheck, Key
+from exercises.keys import JaxCheck, Key, text_chip
 
 # What a class's variant may draw.
 TPUS = hardware.chip_names(family="tpu", since="tpu-v4")
@@ -168,13 +168,18 @@ def _text_params_71(**m) -> dict[str, float]:
     }
 
 
-def _max_batches(context: int, **m) -> dict[str, float]:
+def _v5e(text_hbm: bool) -> hardware.Chip:
+    """The v5e of Part 7's problems: its 16 GiB, or the text's 16 GB of 1e9 bytes (`text_chip`)."""
+    return text_chip("tpu-v5e") if text_hbm else hardware.get_chip("tpu-v5e")
+
+
+def _max_batches(context: int, text_hbm: bool = False, **m) -> dict[str, float]:
     model = _model(**m)
     mqa = dataclasses.replace(model, n_kv_heads=1)
     kw = {"weight_dtype": "int8", "kv_dtype": "int8"}
     return {
-        "max_batch_gqa": inference.max_batch(model, "tpu-v5e", 16, context_len=context, **kw),
-        "max_batch_mqa": inference.max_batch(mqa, "tpu-v5e", 16, context_len=context, **kw),
+        "max_batch_gqa": inference.max_batch(model, _v5e(text_hbm), 16, context_len=context, **kw),
+        "max_batch_mqa": inference.max_batch(mqa, _v5e(text_hbm), 16, context_len=context, **kw),
     }
 
 
@@ -188,15 +193,14 @@ def _weight_load(**m) -> dict[str, float]:
     return {"weight_load_s": step.t_weights}
 
 
-def _moe(e: int, top_k: int, **m) -> dict[str, float]:
+def _moe(e: int, top_k: int, ridge: float | None = None, **m) -> dict[str, float]:
     model = _model(**m, e=e, top_k=top_k)
     chip = checks.chip("tpu-v5e")
+    flops, hbm = (chip.bf16_flops_per_s, chip.hbm_bytes_per_s) if ridge is None else (ridge, 1.0)
     return {
         "moe_params": model.param_count(),
         # bf16 weights and FLOPs: each expert sees k B / E tokens
-        "moe_critical_batch": transformer.moe_critical_batch(
-            e, top_k, chip.bf16_flops_per_s, chip.hbm_bytes_per_s, weight_dtype="bf16"
-        ),
+        "moe_critical_batch": transformer.moe_critical_batch(e, top_k, flops, hbm, weight_dtype="bf16"),
         "moe_kv_bytes_per_token": model.kv_cache_bytes_per_token("int8"),
         "moe_flops_per_token": 2 * model.active_param_count(),
     }
@@ -206,10 +210,10 @@ def _draw_moe(r: random.Random) -> dict:
     return {**_draw_model(r), "e": r.choice((8, 16, 32, 64)), "top_k": r.choice((1, 2, 4))}
 
 
-def _expert_sharding(e: int, top_k: int, **m) -> dict[str, float]:
+def _expert_sharding(e: int, top_k: int, text_hbm: bool = False, **m) -> dict[str, float]:
     model = _model(**m, e=e, top_k=top_k)
     weights = model.param_count()  # int8: one byte each
-    slice_ = topology.Slice(chip=checks.chip("tpu-v5e"), shape=(8, 16))
+    slice_ = topology.Slice(chip=_v5e(text_hbm), shape=(8, 16))
     chip = slice_.chip
     return {
         "expert_load_s": weights / (slice_.n_chips * chip.hbm_bytes_per_s),
@@ -299,6 +303,7 @@ KEYS = {
         names=("max_batch_gqa", "max_batch_mqa"),
         kind="value",
         expected=_max_batches,
+        also=(lambda **v: _max_batches(**v, text_hbm=True),),
         params={**MODEL_PARAMS, "context": 8192},
         draw=_draw_max_batches,
         accept=lambda v: _max_batches(**v)["max_batch_gqa"] > 0,
@@ -314,6 +319,7 @@ KEYS = {
         names=("moe_params", "moe_critical_batch", "moe_kv_bytes_per_token", "moe_flops_per_token"),
         kind="value",
         expected=_moe,
+        also=(lambda **v: _moe(**v, ridge=240),),  # the text's v5e ridge, 240 FLOPs per byte
         params={**MODEL_PARAMS, "e": 16, "top_k": 2},
         draw=_draw_moe,
     ),
@@ -321,6 +327,7 @@ KEYS = {
         names=("expert_load_s", "free_hbm_per_chip_bytes", "smallest_slice_chips"),
         kind="value",
         expected=_expert_sharding,
+        also=(lambda **v: _expert_sharding(**v, text_hbm=True),),
         params={**MODEL_PARAMS, "e": 16, "top_k": 2},
         draw=_draw_moe,
         accept=lambda v: _expert_sharding(**v)["free_hbm_per_chip_bytes"] > 0,
@@ -372,8 +379,9 @@ def cached_decode_attention(q, k_cache, v_cache, k_new, v_new, pos):
 
 # The text's printed answers: the grader accepts each (tests/test_exercises.py). Problem 7.1 prints
 # the parameter count (18.4e9, accepted through `also`) but no KV size, so a whole answer is not
-# printed; 7.2 to 7.6 print none; 7.7's threshold is a function (its printed 81 for F = 4D is an
-# erratum, the notebook says why).
+# printed; 7.2's answer with the text's 16 GB per chip is 110 and 885; 7.3 to 7.6 print no whole answer
+# (7.5's critical batch with the text's ridge of 240 and 7.6's 14.3 GB free are accepted through `also`);
+# 7.7's threshold is a function (its printed 81 for F = 4D is an erratum, the notebook says why).
 PRINTED = {
     "ch07_q0a_critical_batch": {
         "critical_batch_bf16": 240,
@@ -384,4 +392,5 @@ PRINTED = {
     "ch07_q0c_kv_13b": {"kv_cache_bytes_13b": 6.7e9},
     # the text's table: batch 16 is the last that fits; 4.98 ms at batch 1; 787.99 tokens/s at batch 16
     "ch07_q0d_serving_13b": {"max_batch_13b": 16, "step_time_batch1_13b_s": 4.98e-3, "tokens_per_s_at_max_13b": 787.99},
+    "ch07_q2_max_batch": {"max_batch_gqa": 110, "max_batch_mqa": 885},
 }
