@@ -209,3 +209,5 @@ def test_the_texts_own_constants_give_its_answers_and_the_grader_takes_them():
     assert any(round(b / 1e9, 1) == 14.3 for b in free) and any(round(b / 1e9, 1) != 14.3 for b in free)
     fewest = keys_for("ch06_training_llama3")["ch06_q4b_fewest_chips"].answers()
     assert {a["fewest_chips"] for a in fewest} >= {226, 212}  # 96 GB of 1e9 bytes, and 96 GiB
+    kv = keys_for("ch08_serving_llama3")["ch08_q0b_kv_cache"].answers()
+    assert {a["kv_bytes_per_token_int8"] for a in kv} == {163_840, 160_000}  # its "160 kB", 160 KiB
