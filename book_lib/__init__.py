@@ -5,7 +5,8 @@ Ramasesh, Webson and Pope, 2025).
 Every module is reachable from the package (`book_lib.roofline.matmul_cost(...)`) and is imported
 the first time it is used. The layers, lowest first:
 
-* specs and checks: `hardware` (every chip, with sources), `checks` (argument validation);
+* specs and checks: `hardware` (every chip, with sources), `checks` (argument validation), `numfmt`
+  (the one rule for writing a number: 989 TFLOPs/s, 234 881 024, 11.5 × 10¹²);
 * pure cost models, no JAX: `roofline`, `topology`, `collectives`, `notation` (A[I_X, J]),
   `sharding` (a sharded matmul's plan), `transformer` (counts from a
   model's shapes; `op_rows` its accounting tables' rows, `breakdowns` the records they return, `models`
@@ -51,6 +52,7 @@ __all__ = [
     "model_plots",
     "models",
     "notation",
+    "numfmt",
     "op_rows",
     "overheads",
     "parallelism",

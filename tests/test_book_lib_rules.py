@@ -13,6 +13,7 @@ from book_lib import collectives, models, roofline, sharding, systolic, topology
 BOOK_LIB = Path(__file__).resolve().parent.parent / "book_lib"
 PURE = (
     "checks",
+    "numfmt",
     "hardware",
     "roofline",
     "topology",

@@ -16,7 +16,7 @@ SOURCES = sorted((ROOT / "exercises" / "source").glob("*/*.ipynb"))
 RELEASES = sorted((ROOT / "exercises" / "release").glob("*/*.ipynb"))
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 ALL = CHAPTERS + SOURCES + RELEASES + SOLUTIONS
-ALLOWED_TAGS = {"hide-input", "remove-input", "remove-cell", "nbval-ignore-output", "nbval-skip"}
+ALLOWED_TAGS = {"hide-input", "remove-output", "remove-input", "remove-cell", "nbval-ignore-output", "nbval-skip"}
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 REPO_URL = CONFIG["repository"]["url"]
 
@@ -38,7 +38,7 @@ def test_first_code_cell_is_the_shared_setup_cell(path):
     reference = _first_code(nbformat.read(CHAPTERS[0], as_version=4)).source
     nb = nbformat.read(path, as_version=4)
     assert _first_code(nb).source == reference, "the setup cell must be byte-identical in every notebook"
-    assert "hide-input" in _first_code(nb).metadata.get("tags", [])
+    assert {"hide-input", "remove-output"} <= set(_first_code(nb).metadata.get("tags", []))
     first = nb.cells.index(_first_code(nb))
     assert all(c.cell_type == "markdown" for c in nb.cells[:first]), "no code above the setup cell"
 
@@ -46,7 +46,8 @@ def test_first_code_cell_is_the_shared_setup_cell(path):
 def test_setup_cell_installs_from_the_configured_repository():
     setup = _first_code(nbformat.read(CHAPTERS[0], as_version=4)).source
     assert setup == tools.setup_cell_source(), "run `python tools/notebooks.py sync` after changing _config.yml"
-    assert f"git+{REPO_URL}.git@{CONFIG['repository']['branch']}" in setup
+    assert f'repo = "{REPO_URL}"' in setup
+    assert f"git+{{repo}}.git@{CONFIG['repository']['branch']}" in setup
     assert "book_lib.devices.setup()" in setup
     assert "-c" in setup and '"jax", "jaxlib", "numpy"' in setup, "pins the runtime's own jax and numpy"
     assert "pip.stderr" in setup and tools.jax_requirement() in setup, "a failed install shows pip's reason"
@@ -61,7 +62,7 @@ def test_a_failed_install_names_the_one_command_for_its_runtime(runtime):
     from book_lib import devices
 
     lines = [line.strip() for line in tools.setup_cell_source().splitlines()]
-    picked = [line for line in lines if line.startswith(("extra = ", "fix = "))]
+    picked = [line for line in lines if line.startswith(("tpu = ", "gpu = ", "extra = ", "wanted = ", "fix = "))]
     exists = lambda path: runtime == "tpu" and path == "/dev/accel0"  # noqa: E731
     which = lambda tool: "/usr/bin/nvidia-smi" if runtime == "gpu" else None  # noqa: E731
     space = {"os": SimpleNamespace(path=SimpleNamespace(exists=exists)), "shutil": SimpleNamespace(which=which)}
@@ -167,3 +168,52 @@ def test_worked_problems_section_lists_every_question_of_the_chapter(path):
         assert f"exercises/release/{assignment}/{assignment}.ipynb" in text, "link to the exercise notebook"
         for gid in keys_for(assignment):
             assert f"`{gid}`" in text, f"{gid} is missing from the worked problems of {path.name}"
+
+
+# What the book's code column holds at 1280 px: 80 characters of its 13 px monospace (_static/book.css).
+COLUMN_CHARACTERS = 80
+PYTHON_EXPONENT = re.compile(r"\b\d+(?:\.\d+)?e[+-]\d\d\b")
+COMMA_THOUSANDS = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?![\d,])")
+NOT_PROSE = re.compile(r"\$\$.*?\$\$|\$[^$\n]*\$|```.*?```|`[^`\n]*`|\]\([^)]*\)", re.S)
+
+
+def _shown_outputs(cell) -> list[str]:
+    """The text of each output the HTML book shows of a code cell (none for a removed one)."""
+    if {"remove-output", "remove-cell"} & set(cell.metadata.get("tags", [])):
+        return []
+    shown = []
+    for output in cell.get("outputs", []):
+        data = output.get("data", {})
+        if "text" in output:
+            shown.append(output["text"])
+        elif "text/markdown" in data:
+            shown.append(data["text/markdown"])
+        elif not {"image/png", "image/svg+xml", "text/html"} & set(data):
+            shown.append(data.get("text/plain", ""))
+    return shown
+
+
+@pytest.mark.parametrize("path", ALL, ids=_ids(ALL))
+def test_every_code_and_printed_line_fits_the_column(path):
+    """A longer line scrolls sideways on the site and cuts an assert or a table mid-expression."""
+    wide = []
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type != "code":
+            continue
+        printed = [t for t in _shown_outputs(cell) if "text/markdown" not in t]
+        markdown = [o["data"]["text/markdown"] for o in cell.get("outputs", []) if "text/markdown" in o.get("data", {})]
+        lines = cell.source.splitlines() + [line for t in printed if t not in markdown for line in t.splitlines()]
+        wide += [line for line in lines if len(line) > COLUMN_CHARACTERS]
+    assert not wide, f"{len(wide)} lines over {COLUMN_CHARACTERS} characters, the first: {wide[0]!r}"
+
+
+@pytest.mark.parametrize("path", CHAPTERS + SOURCES + SOLUTIONS, ids=_ids(CHAPTERS + SOURCES + SOLUTIONS))
+def test_numbers_reach_the_reader_by_the_house_rule(path):
+    """No Python "1.5e+09" and no "8,192": prose, tables and printed lines go through book_lib.numfmt."""
+    found = []
+    for cell in nbformat.read(path, as_version=4).cells:
+        texts = [cell.source] if cell.cell_type == "markdown" else _shown_outputs(cell)
+        for text in texts:
+            prose = NOT_PROSE.sub("", text)
+            found += PYTHON_EXPONENT.findall(prose) + COMMA_THOUSANDS.findall(prose)
+    assert not found, f"{len(found)} numbers in Python's format, e.g. {found[:5]}: use book_lib.numfmt.fmt"

@@ -27,24 +27,39 @@ SOURCES = sorted((ROOT / "exercises" / "source").glob("*/*.ipynb"))
 COLAB_LINK = re.compile(r"https://colab\.research\.google\.com/github/[^/\s)]+/[^/\s)]+/blob/[^/\s)]+/")
 
 SETUP_CELL = """\
-# Setup: install book_lib when it is missing (keeping this runtime's jax and numpy), then pick devices.
+# Setup: install book_lib when it is missing (keeping this runtime's jax
+# and numpy), then pick devices.
 import importlib.metadata, importlib.util, subprocess, sys, tempfile
 if importlib.util.find_spec("book_lib") is None:
-    keep = [f"{p}=={importlib.metadata.version(p)}" for p in ("jax", "jaxlib", "numpy") if importlib.util.find_spec(p)]
+    keep = [f"{p}=={importlib.metadata.version(p)}"
+            for p in ("jax", "jaxlib", "numpy") if importlib.util.find_spec(p)]
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as pins:
         pins.write("\\n".join(keep))
-    source = "@SOURCE@"
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--no-color", "-c", pins.name, source],
-                         capture_output=True, text=True)
-    if pip.returncode:  # name the one command for this runtime: a TPU's or NVIDIA GPU's jax, or the CPU one
+    repo = "@REPO@"
+    source = f"book_lib @ git+{repo}.git@@BRANCH@"
+    pip = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-color",
+         "-c", pins.name, source],
+        capture_output=True, text=True)
+    if pip.returncode:  # name the one command for this runtime's jax
         import os, shutil
-        extra = "[tpu]" if any(map(os.path.exists, @TPU_FILES@)) else "[cuda12]" if shutil.which("nvidia-smi") else ""
-        fix = 'pip install -U "' + "@JAX@".replace("jax", "jax" + extra, 1) + '"'
-        raise RuntimeError(f"pip could not install book_lib. It said:\\n{(pip.stdout + pip.stderr)[-2500:]}\\n"
-                           f"Where it names jax: this book needs @JAX@. Run  !{fix}  in a cell, restart the runtime "
-                           "and run this cell again.")
+        tpu = any(map(os.path.exists, @TPU_FILES@))
+        gpu = shutil.which("nvidia-smi")
+        extra = "[tpu]" if tpu else "[cuda12]" if gpu else ""
+        wanted = "@JAX@".replace("jax", "jax" + extra, 1)
+        fix = f'pip install -U "{wanted}"'
+        raise RuntimeError(
+            "pip could not install book_lib. It said:\\n"
+            f"{(pip.stdout + pip.stderr)[-2500:]}\\n"
+            "Where it names jax: this book needs @JAX@. "
+            f"Run  !{fix}  in a cell, restart the runtime "
+            "and run this cell again.")
 import book_lib.devices
 book_lib.devices.setup()"""
+
+
+# The HTML book hides the cell and drops its log line; Jupyter and Colab show both.
+SETUP_TAGS = ("hide-input", "remove-output")
 
 
 def config() -> dict:
@@ -68,7 +83,8 @@ def setup_cell_source() -> str:
     url, branch = repository()
     from book_lib.devices import TPU_DEVICE_FILES
 
-    cell = SETUP_CELL.replace("@SOURCE@", f"book_lib @ git+{url}.git@{branch}").replace("@JAX@", jax_requirement())
+    cell = SETUP_CELL.replace("@REPO@", url).replace("@BRANCH@", branch)
+    cell = cell.replace("@JAX@", jax_requirement())
     return cell.replace("@TPU_FILES@", repr(TPU_DEVICE_FILES))
 
 
@@ -89,13 +105,15 @@ def read(path: Path):
 def sync_notebook(path: Path) -> bool:
     """Rewrite the setup cell and every Colab link of one notebook; True when it changed."""
     nb = read(path)
-    before = [c.source for c in nb.cells]
+    before = [(c.source, list(c.metadata.get("tags", []))) for c in nb.cells]
     setup = next(c for c in nb.cells if c.cell_type == "code")
     setup.source = setup_cell_source()
+    tags = setup.metadata.setdefault("tags", [])
+    tags += [t for t in SETUP_TAGS if t not in tags]
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             cell.source = COLAB_LINK.sub(colab_prefix(), cell.source)
-    if [c.source for c in nb.cells] == before:
+    if [(c.source, list(c.metadata.get("tags", []))) for c in nb.cells] == before:
         return False
     nbformat.write(nb, path)
     return True
