@@ -7,8 +7,9 @@ Displayed as a notebook cell's last expression, it shows two outputs:
 1. where a kernel runs and ipywidgets is installed, the live calculator: a control per knob and the
    table for their current settings, recomputed on every change. Its output also carries a Markdown
    line, which is what a page without widgets (the HTML book, GitHub) shows in its place;
-2. the static table: the same rows over a sweep of one knob, the others at their defaults, which
-   every reader sees, with or without a kernel.
+2. the static table: the same quantities over a sweep of one knob, the others at their defaults,
+   which every reader sees, with or without a kernel. The sweep runs down the rows and each quantity
+   is a column, so the table fits the book's text column however many values the sweep takes.
 
 A setting the model refuses (a slice that is not offered, a batch that does not fit) shows the
 model's own `ValueError` message in place of the table: the calculator never hides an error.
@@ -30,6 +31,7 @@ from typing import Any
 from book_lib import checks, collectives, inference, planner, roofline, topology
 from book_lib.hardware import CHIPS, get_chip
 from book_lib.models import MODELS
+from book_lib.numfmt import fmt
 
 __all__ = ["Knob", "Calculator", "roofline_calculator", "collective_calculator", "training_calculator",
            "serving_calculator", "LIVE_NOTE"]  # fmt: skip
@@ -63,10 +65,8 @@ class Knob:
             raise ValueError(f"default={self.default!r}: not offered by knob {self.name!r}; allowed: {self.values}")
 
     def text(self, value: Any) -> str:
-        """`value` as the reader sees it: numbers with thousands separators."""
-        if isinstance(value, float) and not value.is_integer():
-            return f"{value:g}"
-        return f"{value:,}" if isinstance(value, (int, float)) else str(value)
+        """`value` as the reader sees it: numbers by the house rule (`numfmt.fmt`), names as they are."""
+        return fmt(value) if isinstance(value, int | float) else str(value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,7 +77,7 @@ class Calculator:
         title: one line naming the model ("Roofline of a matmul X[B, D] @ Y[D, F]").
         knobs: the controls, in the order shown.
         compute: settings (one keyword per knob) -> rows (quantity, value with unit); may raise ValueError.
-        sweep: the knob whose values label the static table's columns.
+        sweep: the knob whose values label the static table's rows.
         sweep_values: those values (a subset of the knob's).
     """
 
@@ -119,13 +119,14 @@ class Calculator:
         return f'<table class="calculator"><tbody>{body}</tbody></table>'
 
     def sweep_table(self) -> tuple[list[str], list[list[str]]]:
-        """(header, rows) of the static table: one column per sweep value, the other knobs at default."""
+        """(header, rows) of the static table: a row per sweep value, a column per quantity."""
         knob = next(k for k in self.knobs if k.name == self.sweep)
-        columns = [self.rows(**{self.sweep: v}) for v in self.sweep_values]
-        quantities = list(dict.fromkeys(q for column in columns for q, _ in column))
-        cells = [[dict(column).get(q, "") for column in columns] for q in quantities]
-        header = [knob.label, *(knob.text(v) for v in self.sweep_values)]
-        return header, [[q, *row] for q, row in zip(quantities, cells, strict=True)]
+        tables = [dict(self.rows(**{self.sweep: v})) for v in self.sweep_values]
+        quantities = list(dict.fromkeys(q for table in tables for q in table))
+        rows = [
+            [knob.text(v), *(t.get(q, "") for q in quantities)] for v, t in zip(self.sweep_values, tables, strict=True)
+        ]
+        return [knob.label, *quantities], rows
 
     def caption(self) -> str:
         """What the static table shows: the title and the fixed settings."""
@@ -143,8 +144,9 @@ class Calculator:
         )
 
     def static_text(self) -> str:
-        """The static table as aligned plain text."""
+        """The static table as aligned plain text, turned for a terminal: a line per quantity."""
         header, rows = self.sweep_table()
+        header, *rows = [list(line) for line in zip(header, *rows, strict=True)]
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
         lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]
         return "\n".join([self.caption(), *lines])
@@ -208,20 +210,9 @@ def _live() -> bool:
 # ----- units -----------------------------------------------------------------------------------------
 
 
-def _seconds(t: float) -> str:
-    """A time with the unit that keeps it between 1 and 1000 (ns to s)."""
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if t >= scale:
-            return f"{t / scale:.3g} {unit}"
-    return f"{t / 1e-9:.3g} ns"
-
-
-def _si(value: float, unit: str) -> str:
-    """A value with an SI prefix (k, M, G, T, P, E) in front of `unit`."""
-    if value == 0 or not math.isfinite(value):
-        return f"{value:g} {unit}"
-    exponent = min(max(int(math.floor(math.log10(abs(value)) / 3)), 0), 6)
-    return f"{value / 10 ** (3 * exponent):.3g} {' kMGTPE'[exponent].strip()}{unit}"
+def _per(value: float, unit: str) -> str:
+    """A rate or ratio in whole numbers, its unit unprefixed: "1 827 tokens/s", "886 FLOPs/B"."""
+    return f"{fmt(round(value))} {unit}"
 
 
 def _powers_of_two(low: int, high: int) -> tuple[int, ...]:
@@ -242,13 +233,13 @@ def _roofline_rows(chip: str, dtype: str, batch: int, d_model: int, d_ff: int) -
     t = roofline.roofline_time(cost.flops, cost.bytes, peak, hw.hbm_bytes_per_s)
     attained = roofline.attainable_flops_per_s(cost.intensity, peak, hw.hbm_bytes_per_s)
     return [
-        ("work", _si(cost.flops, "FLOPs")),
-        ("HBM traffic", _si(cost.bytes, "B")),
-        ("arithmetic intensity", f"{cost.intensity:,.0f} FLOPs/B"),
-        (f"critical intensity of {hw.name}", f"{roofline.critical_intensity(hw, dtype):,.0f} FLOPs/B"),
-        ("T_math", _seconds(t.t_math)),
-        ("T_comms (HBM)", _seconds(t.t_comms)),
-        ("time, lower bound", _seconds(t.t_lower)),
+        ("work", fmt(cost.flops, "FLOPs")),
+        ("HBM traffic", fmt(cost.bytes, "B")),
+        ("arithmetic intensity", _per(cost.intensity, "FLOPs/B")),
+        (f"critical intensity of {hw.name}", _per(roofline.critical_intensity(hw, dtype), "FLOPs/B")),
+        ("T_math", fmt(t.t_math, "s")),
+        ("T_comms (HBM)", fmt(t.t_comms, "s")),
+        ("time, lower bound", fmt(t.t_lower, "s")),
         ("bound", t.bound),
         ("share of peak", f"{attained / peak:.0%}"),
     ]
@@ -280,11 +271,11 @@ def roofline_calculator(**defaults: Any) -> Calculator:
 def _collective_rows(op: str, chip: str, megabytes: float, devices: int, link: str) -> list[Row]:
     t = collectives.collective_time(op, megabytes * 1e6, devices, chip, link=link)
     return [
-        ("bandwidth per device", _si(t.bytes_per_s, "B/s")),
-        ("bandwidth time", _seconds(t.bandwidth_s)),
+        ("bandwidth per device", fmt(t.bytes_per_s, "B/s")),
+        ("bandwidth time", fmt(t.bandwidth_s, "s")),
         ("hops", f"{t.hops}"),
-        ("latency time", _seconds(t.latency_s)),
-        ("estimate", _seconds(t.total_s)),
+        ("latency time", fmt(t.latency_s, "s")),
+        ("estimate", fmt(t.total_s, "s")),
         ("bound", t.bound),
     ]
 
@@ -319,12 +310,12 @@ def _training_rows(model: str, chip: str, n_chips: int, batch_mtokens: int, seq_
     rows = [
         ("best scheme", best.scheme),
         ("mesh", " x ".join(f"{name} {size}" for name, size in step.mesh.items())),
-        ("step time, lower bound", _seconds(step.t_lower)),
-        ("T_math (with bubble)", _seconds(step.t_math + step.t_bubble)),
-        ("T_comms", _seconds(step.t_comms)),
+        ("step time, lower bound", fmt(step.t_lower, "s")),
+        ("T_math (with bubble)", fmt(step.t_math + step.t_bubble, "s")),
+        ("T_comms", fmt(step.t_comms, "s")),
         ("bound", step.bound),
         ("MFU at the roofline", f"{best.mfu:.0%}"),
-        ("HBM used / HBM per chip", f"{_si(best.memory.total_bytes, 'B')} / {_si(best.memory.hbm_bytes or 0, 'B')}"),
+        ("HBM used / HBM per chip", f"{fmt(best.memory.total_bytes, 'B')} / {fmt(best.memory.hbm_bytes or 0, 'B')}"),
     ]
     if len(plan.entries) > 1:
         second = plan.entries[1]
@@ -365,16 +356,16 @@ def _serving_rows(model: str, chip: str, n_chips: int, context_len: int, dtype: 
     except ValueError:
         usd = "no price in the text"
     return [
-        ("T_kv (cache reads)", _seconds(s.t_kv)),
-        ("T_weights (weight reads)", _seconds(s.t_weights)),
-        ("T_math", _seconds(s.t_math)),
-        ("T_ici (collectives)", _seconds(s.t_ici)),
-        ("step time, lower bound", _seconds(s.t_lower)),
+        ("T_kv (cache reads)", fmt(s.t_kv, "s")),
+        ("T_weights (weight reads)", fmt(s.t_weights, "s")),
+        ("T_math", fmt(s.t_math, "s")),
+        ("T_ici (collectives)", fmt(s.t_ici, "s")),
+        ("step time, lower bound", fmt(s.t_lower, "s")),
         ("largest of weights, math, ici", s.bound),
-        ("throughput", f"{s.tokens_per_s:,.0f} tokens/s"),
-        ("per chip", f"{s.tokens_per_s_per_chip:,.0f} tokens/s"),
+        ("throughput", _per(s.tokens_per_s, "tokens/s")),
+        ("per chip", _per(s.tokens_per_s_per_chip, "tokens/s")),
         ("cost per million tokens", usd),
-        ("weights + KV caches / HBM", f"{_si(s.memory_bytes, 'B')} / {_si(s.hbm_bytes, 'B')}"),
+        ("weights + KV caches / HBM", f"{fmt(s.memory_bytes, 'B')} / {fmt(s.hbm_bytes, 'B')}"),
         ("fits in HBM", "yes" if s.fits else "NO"),
     ]
 

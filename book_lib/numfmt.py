@@ -35,7 +35,9 @@ def _significant(value: float, digits: int) -> str:
     """`value` to `digits` significant figures, no exponent and no trailing zeros: 10.40 -> "10.4"."""
     if value == 0:
         return "0"
-    decimals = max(digits - 1 - math.floor(math.log10(abs(value))), 0)
+    decimals = digits - 1 - math.floor(math.log10(abs(value)))
+    if decimals < 0:
+        value, decimals = round(value, decimals), 0  # 989 to 2 figures is 990
     text = f"{value:.{decimals}f}"
     text = text.rstrip("0").rstrip(".") if "." in text else text
     whole, _, fraction = text.lstrip("-").partition(".")

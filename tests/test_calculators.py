@@ -6,6 +6,7 @@ import pytest
 
 from book_lib import calculators, collectives, inference, planner, roofline
 from book_lib.hardware import get_chip
+from book_lib.numfmt import fmt
 
 ALL = (
     calculators.roofline_calculator,
@@ -21,7 +22,7 @@ def test_the_roofline_calculator_reads_roofline_time():
     t = roofline.roofline_time(cost.flops, cost.bytes, get_chip("h100").bf16_flops_per_s, 3.35e12)
     rows = dict(calc.rows())
     assert rows["bound"] == t.bound == "bandwidth"
-    assert rows["time, lower bound"] == calculators._seconds(t.t_lower)
+    assert rows["time, lower bound"] == fmt(t.t_lower, "s")
     assert rows["critical intensity of h100"] == f"{roofline.critical_intensity('h100'):,.0f} FLOPs/B"
 
 
@@ -29,14 +30,14 @@ def test_the_collective_calculator_reads_collective_time():
     calc = calculators.collective_calculator()
     t = collectives.collective_time("all_reduce", 1e9, 8, "tpu-v5e", link="ici")
     rows = dict(calc.rows(op="all_reduce", megabytes=1000, devices=8))
-    assert rows["estimate"] == calculators._seconds(t.total_s) and rows["hops"] == str(t.hops)
+    assert rows["estimate"] == fmt(t.total_s, "s") and rows["hops"] == str(t.hops)
 
 
 def test_the_training_calculator_shows_the_planners_best_scheme():
     plan = planner.plan_training("llama-3-70b", "tpu-v5p", 8960, batch_tokens=4 * 2**20, seq_len=4096)
     rows = dict(calculators.training_calculator().rows())
     assert rows["best scheme"] == plan.best.scheme
-    assert rows["step time, lower bound"] == calculators._seconds(plan.best.step.t_lower)
+    assert rows["step time, lower bound"] == fmt(plan.best.step.t_lower, "s")
 
 
 def test_the_serving_calculator_reads_decode_step_time_and_says_when_the_batch_does_not_fit():
@@ -44,7 +45,7 @@ def test_the_serving_calculator_reads_decode_step_time_and_says_when_the_batch_d
         "llama-3-70b", "tpu-v5e", 8, batch=256, context_len=8192, weight_dtype="int8", kv_dtype="int8"
     )
     rows = dict(calculators.serving_calculator().rows(batch=256))
-    assert rows["step time, lower bound"] == calculators._seconds(s.t_lower)
+    assert rows["step time, lower bound"] == fmt(s.t_lower, "s")
     assert not s.fits and rows["fits in HBM"] == "NO"
 
 
@@ -67,10 +68,12 @@ def test_turning_a_knob_updates_the_live_table(make):
 
 
 @pytest.mark.parametrize("make", ALL)
-def test_the_static_table_has_a_column_per_sweep_value_and_no_empty_cell(make):
+def test_the_static_table_has_a_row_per_sweep_value_a_column_per_quantity_and_no_empty_cell(make):
     calc = make()
     header, rows = calc.sweep_table()
-    assert len(header) == len(calc.sweep_values) + 1 and rows
+    knob = next(k for k in calc.knobs if k.name == calc.sweep)
+    assert [row[0] for row in rows] == [knob.text(v) for v in calc.sweep_values]
+    assert header == [knob.label, *(q for q, _ in calc.rows())], "the quantities of the default setting"
     assert all(len(row) == len(header) and all(row) for row in rows), rows
     assert "not possible" not in calc.static_text(), "the default sweep is a setting the model accepts"
     assert calc.static_html().count("<tr>") == len(rows) + 1
