@@ -29,10 +29,25 @@ NOTEBOOK_PAGE = f"""<html><body><h1>A chapter</h1>
 <a href="{COLAB}chapters/other.ipynb" title="Launch on Colab">launch</a>
 </body></html>"""
 
+COLUMN = (
+    """<html><body><div class="bd-article" style="width: 600px">
+<h1>A column</h1>
+<pre style="overflow-x: auto">scrolls sideways: """
+    + "x" * 200
+    + """</pre>
+<pre style="overflow-x: auto">allowed to scroll: """
+    + "x" * 200
+    + """</pre>
+<table><tr><td style="min-width: 900px">a table wider than the column</td></tr></table>
+<p>a claim<span class="sidenote" style="float: right; margin-right: -300px; width: 250px">beside it</span></p>
+</div></body></html>"""
+)
+
 LEAK = "<html><body><h1>Q1</h1><pre>### BEGIN SOLUTION\nx = 1</pre></body></html>"
 
 
-def test_each_kind_of_problem_is_found(tmp_path):
+def test_each_kind_of_problem_is_found(tmp_path, monkeypatch):
+    monkeypatch.setattr(check_site, "WIDE_ALLOWED", {("column.html", "allowed to scroll"): "a test of the list"})
     site, repo = tmp_path / "html", tmp_path / "repo"
     (site / "chapters").mkdir(parents=True)
     (site / "exercises" / "release" / "ch99").mkdir(parents=True)
@@ -41,6 +56,7 @@ def test_each_kind_of_problem_is_found(tmp_path):
     (site / "good.html").write_text(GOOD)
     (site / "dot.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"></svg>')
     (site / "bad.html").write_text(BAD)
+    (site / "column.html").write_text(COLUMN)
     (site / "_images").mkdir()
     (site / "_images" / "colab-badge.svg").write_text((site / "dot.svg").read_text())
     (site / "chapters" / "nb.html").write_text(NOTEBOOK_PAGE)
@@ -49,7 +65,7 @@ def test_each_kind_of_problem_is_found(tmp_path):
 
     problems, n_pages = check_site.check(site, repo)
     text = "\n".join(problems)
-    assert n_pages == 5
+    assert n_pages == 6
     expected = [
         "bad.html: asks for https://cdn.example.com/logo.png, off the site",
         "bad.html: console error: boom",
@@ -58,12 +74,21 @@ def test_each_kind_of_problem_is_found(tmp_path):
         "bad.html: good.html#nope points at no anchor",
         "bad.html: math not typeset: 'x^2'",
         "bad.html: 3",  # wider than the window at both widths
+        "column.html: a pre ",  # scrolls inside its box
+        "column.html: a table ",  # sticks out of the column
         "chapters/nb.html: its Colab launch link",
         "exercises/release/ch99/ch99.html: shows 'BEGIN SOLUTION'",
     ]
     for message in expected:
         assert message in text, f"{message!r} not in:\n{text}"
     assert not any(p.startswith(("good.html", "index.html")) for p in problems), text
+    column = [p for p in problems if p.startswith("column.html") and "column at 1280 px" in p]
+    assert len(column) == 2 and not any("allowed to scroll" in p or "beside it" in p for p in column), column
+
+
+def test_every_element_allowed_to_be_wide_says_why():
+    for (page, start), reason in check_site.WIDE_ALLOWED.items():
+        assert page.endswith(".html") and start and len(reason.split()) >= 4, (page, start, reason)
 
 
 def test_a_folder_without_a_site_is_refused(tmp_path):

@@ -6,7 +6,9 @@ Serves the site on localhost and opens every page in Debian's headless Chromium 
 Playwright) with every request to another host refused, at 1280 px, then narrowed to phone width
 (412 px). A page fails when it logs a console error or raises, asks for anything off the site, shows
 an image that did not load, leaves math untypeset (or typeset with an error), or scrolls sideways at
-either width. Read from
+either width; and at 1280 px, when any element of the text column (a code block, an output, a table,
+an equation, a figure) is wider than the column or scrolls inside its own box, unless `WIDE_ALLOWED`
+names it with a reason (a margin note sits outside the column by design). Read from
 the HTML files: every internal link and anchor resolves, each notebook page's Colab links open that
 notebook, and no exercise page carries solution or hidden-test text. Prints the problems and exits 1
 when there are any; `--screenshots` keeps three pages as PNG files.
@@ -43,9 +45,31 @@ SOLUTION_TEXT = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "**Solu
 COLAB = re.compile(r"https://colab\.research\.google\.com/github/[^\"'<>\s]+?/blob/[^/\"'<>\s]+/([^\"'<>\s#?]+\.ipynb)")
 SKIPPED = ("_static", "_sources", "_images", "_sphinx_design_static")
 
+# Elements that may be wider than the text column at 1280 px, each with the reason: (page, start of its
+# text) -> why. tests/test_site.py keeps every entry's reason written out.
+WIDE_ALLOWED: dict[tuple[str, str], str] = {}
+
 # Runs in the page once it has loaded: what the reader would see.
 PAGE_REPORT = """
 async () => {
+  // The outermost elements of the text column that stick out of it or scroll inside their own box.
+  function wideElements() {
+    const column = document.querySelector(".bd-article");
+    if (!column) return [];
+    const right = column.getBoundingClientRect().right;
+    const found = [];
+    for (const el of column.querySelectorAll("*")) {
+      if (el.closest(".sidenote, .marginnote, .margin, mjx-assistive-mml")) continue;
+      if (found.some(f => f.contains(el))) continue;
+      const box = el.getBoundingClientRect();
+      if (box.width === 0 || box.height === 0) continue;
+      const overflow = getComputedStyle(el).overflowX;
+      const scrolls = (overflow === "auto" || overflow === "scroll") && el.scrollWidth > el.clientWidth + 1;
+      if (scrolls || box.right > right + 1) found.push(el);
+    }
+    return found.map(el => [el.tagName.toLowerCase(), el.scrollWidth, el.clientWidth,
+                            (el.textContent || el.getAttribute("src") || "").trim().slice(0, 60)]);
+  }
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) { await MathJax.startup.promise; }
   const math = [...document.querySelectorAll("span.math, div.math")];
   const images = [...document.querySelectorAll("img")];
@@ -54,6 +78,7 @@ async () => {
     untypeset: math.filter(m => !m.querySelector("mjx-container")).map(m => m.textContent.slice(0, 60)),
     mathErrors: [...document.querySelectorAll("mjx-merror")].map(m => m.textContent.slice(0, 60)),
     brokenImages: images.filter(i => !i.complete || i.naturalWidth === 0).map(i => i.getAttribute("src")),
+    wide: wideElements(),
   };
 }
 """
@@ -212,6 +237,9 @@ def browser_problems(root: Path, names: list[Path], screenshots: Path | None) ->
                     yield f"{name}: math not typeset: {text!r}"
                 for text in report["mathErrors"][:3]:
                     yield f"{name}: math error: {text!r}"
+                for tag, wide, shown, text in report["wide"]:
+                    if not any(name.as_posix() == page and text.startswith(start) for page, start in WIDE_ALLOWED):
+                        yield f"{name}: a {tag} {wide} px wide in a {shown} px column at 1280 px: {text!r}"
                 if screenshots is not None and name.as_posix() in SCREENSHOTS:
                     screenshots.mkdir(parents=True, exist_ok=True)
                     page.screenshot(path=str(screenshots / (name.as_posix().replace("/", "__") + ".png")))
