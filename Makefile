@@ -6,6 +6,8 @@ STAMP := $(VENV)/.installed
 # What the HTML book serves itself (MathJax), from the npm registry at the versions tools/site pins.
 SITE_ASSETS := tools/site/node_modules/.package-lock.json
 export PATH := $(abspath $(BIN)):$(PATH)
+# book_lib's figure functions check what they draw (book_lib.legible): no text under 9 px, no overlap.
+export BOOK_LIB_CHECK_FIGURES := 1
 NOTEBOOKS := chapters solutions
 PYTEST_NB := --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300
 # The oldest jax the notebooks support: pyproject.toml's floor, the one place it is written. `make test`

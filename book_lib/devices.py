@@ -369,7 +369,8 @@ def setup(n: int = DEMO_DEVICES) -> None:
     lists every host's devices; when the environment variable `book_lib.precision.ENV_VAR` says
     `bf16` or `tf32`, CPU matmuls then emulate that rounding (the test suite's accelerator mode).
     A CPU device count the user set themselves (`requested_cpu_devices`) is kept and replaces `n`;
-    `ONE_CHIP_ENV_VAR` keeps single-device work on a CPU device beside the mesh's.
+    `ONE_CHIP_ENV_VAR` keeps single-device work on a CPU device beside the mesh's. In a Jupyter
+    kernel, inline figures are then drawn at twice their resolution (`_sharp_figures`).
 
     Args:
         n: devices the mesh demos want (count), >= 1.
@@ -413,6 +414,7 @@ def setup(n: int = DEMO_DEVICES) -> None:
     _CHOICE = chosen
     print(chosen.describe())
     _register_needs_devices()
+    _sharp_figures()
 
 
 def _register_needs_devices() -> None:
@@ -441,6 +443,22 @@ def _register_needs_devices() -> None:
             raise RuntimeError("the cell above failed: its error is printed above")
 
     shell.register_magic_function(needs_devices, "cell", "needs_devices")
+
+
+def _sharp_figures() -> None:
+    """In a Jupyter kernel, draw inline figures as 2x PNGs shown at their 1x size (IPython's "retina").
+
+    Sharp on a high-density screen and in the HTML book, the same size on the page; nothing outside one.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    if getattr(get_ipython(), "kernel", None) is None:
+        return
+    from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+    set_matplotlib_formats("retina")
 
 
 def choice() -> Choice:

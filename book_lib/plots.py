@@ -22,9 +22,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import EngFormatter
 
-from book_lib import checks
+from book_lib import checks, legible
 from book_lib import roofline as _roofline
 from book_lib.hardware import CHIPS, VARIANTS, VMEM_OVER_HBM_BANDWIDTH_RATIO, Chip
+from book_lib.numfmt import fmt
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -81,6 +82,7 @@ _R = TypeVar("_R")
 def _styled(plot: Callable[_P, _R]) -> Callable[_P, _R]:
     """`plot` drawing under `STYLE`; the settings it changes are put back when it returns.
 
+    With `legible.CHECK_ENV_VAR` set, the figure drawn is checked (`legible.check`) before it returns.
     Only the keys of `STYLE` are saved and restored (matplotlib's own `rc_context` restores every
     setting, the backend included, which closes the figure a notebook is about to show).
     """
@@ -90,7 +92,10 @@ def _styled(plot: Callable[_P, _R]) -> Callable[_P, _R]:
         saved = {key: mpl.rcParams[key] for key in STYLE}
         mpl.rcParams.update(STYLE)
         try:
-            return plot(*args, **kwargs)
+            drawn = plot(*args, **kwargs)
+            if legible.checking():
+                legible.check(cast(tuple, drawn)[0])
+            return drawn
         finally:
             mpl.rcParams.update(saved)
 
@@ -98,6 +103,7 @@ def _styled(plot: Callable[_P, _R]) -> Callable[_P, _R]:
 
 
 INTENSITY_LABEL = "arithmetic intensity (FLOPs/byte)"
+_RIDGE_LABEL_SPAN = 1.6  # a three-digit ridge label spans this factor of intensity on the default axes
 THROUGHPUT_LABEL = "attainable throughput (FLOPs/s)"
 
 
@@ -155,12 +161,9 @@ def roofline(
         peak = chip.peak_ops_per_s(dtype)
         style = chip_style(chip)
         ax.loglog(intensities, np.minimum(peak, intensities * chip.hbm_bytes_per_s), label=chip.name, **style)
-        ridge = _roofline.critical_intensity(chip, dtype)
-        ax.axvline(ridge, color=style["color"], linestyle=":", lw=1)
-        if ridge_labels:
-            ax.text(
-                ridge * 1.05, 0.03, f"{ridge:.0f}", transform=ax.get_xaxis_transform(), fontsize=8, color=style["color"]
-            )
+        ax.axvline(_roofline.critical_intensity(chip, dtype), color=style["color"], linestyle=":", lw=1)
+    if ridge_labels:
+        _ridge_labels(ax, specs, dtype)
     if points and specs:
         first = specs[0]
         peak = first.peak_ops_per_s(dtype)
@@ -172,6 +175,21 @@ def roofline(
     ax.set_ylabel(THROUGHPUT_LABEL)
     ax.legend(loc="lower right", fontsize=8, ncol=2)
     return fig, ax
+
+
+def _ridge_labels(ax: Axes, specs: Sequence[Chip], dtype: str) -> None:
+    """Each chip's ridge intensity written beside its line, low in the axes; a label that would touch
+    the one to its left goes up a row."""
+    row_ends: list[float] = []  # per row, the intensity where its last label ends
+    for chip in sorted(specs, key=lambda c: _roofline.critical_intensity(c, dtype)):
+        ridge = _roofline.critical_intensity(chip, dtype)
+        row = next((i for i, end in enumerate(row_ends) if ridge * 1.05 > end), len(row_ends))
+        if row == len(row_ends):
+            row_ends.append(0.0)
+        row_ends[row] = ridge * _RIDGE_LABEL_SPAN
+        color = chip_style(chip)["color"]
+        ax.text(ridge * 1.05, 0.03 + 0.06 * row, f"{ridge:.0f}", transform=ax.get_xaxis_transform(), fontsize=8,
+                color=color)  # fmt: skip
 
 
 _REGION_COLORS = ("tab:red", "gold", "tab:green")
@@ -224,9 +242,9 @@ def roofline_two_bandwidths(
         ax.axvspan(start, stop, color=shade, alpha=0.1, lw=0, label=name)
     for (label, bw), ridge, style in zip(links, ridges, ("-", "-."), strict=True):
         xs = np.array([low, min(max(ridge, low), high), high])
-        ax.loglog(xs, np.minimum(peak, xs * bw), color=color, linestyle=style, label=f"{label} ({bw:.3g} bytes/s)")
+        ax.loglog(xs, np.minimum(peak, xs * bw), color=color, linestyle=style, label=f"{label} ({fmt(bw, 'B/s')})")
         ax.axvline(ridge, color=color, linestyle=":", lw=1)
-        ax.text(ridge * 1.05, 0.03, f"{ridge:,.0f}", transform=ax.get_xaxis_transform(), fontsize=8, color=color)
+        ax.text(ridge * 1.05, 0.03, fmt(round(ridge)), transform=ax.get_xaxis_transform(), fontsize=8, color=color)
     for label, intensity in points:
         checks.positive(f"intensity of {label!r}", intensity)
         fast, slow = (min(peak, intensity * bw) for _, bw in links)
@@ -343,7 +361,7 @@ def chip_rates(chips: Sequence[Chip | str], *, ax: Axes | None = None) -> tuple[
         if start < stop:
             line = np.geomspace(start, stop)
             ax.loglog(line, ridge * line, color="gray", linestyle=":", lw=1)
-            ax.annotate(f"{ridge:,.0f} FLOPs/byte", (stop, ridge * stop), fontsize=8, color="gray", ha="right")
+            ax.annotate(f"{fmt(round(ridge))} FLOPs/byte", (stop, ridge * stop), fontsize=8, color="gray", ha="right")
     ax.set_xlabel("bandwidth: HBM filled, one ICI link hollow (bytes/s)")
     ax.set_ylabel("dense bf16 peak (FLOPs/s)")
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
@@ -485,8 +503,8 @@ def _diagram_core(ax: Axes, chip: Chip, x: float, w: float, core: int) -> None:
     _diagram_box(ax, (x, 2.5), w, 4.2, "", "tensorcore", 0.15)
     ax.text(x + 0.1, 6.5, f"TensorCore {core}", fontsize=7.5, weight="bold", va="center")
     _diagram_box(ax, (x + 0.15, 5.45), 0.42 * w, 0.7, "scalar unit\n+ SMEM", "scalar", 0.4)
-    _diagram_box(ax, (x + 0.15, 4.4), 0.42 * w, 0.7, f"{vregs}\n({sublanes} x {lanes} words)", "vregs", 0.5)
-    _diagram_box(ax, (x + 0.15, 3.45), 0.42 * w, 0.65, f"VPU: {sublanes} sublanes\nx {lanes} lanes", "vpu", 0.6)
+    _diagram_box(ax, (x + 0.15, 4.4), 0.42 * w, 0.7, f"{vregs}\n{sublanes} x {lanes} words", "vregs", 0.5)
+    _diagram_box(ax, (x + 0.15, 3.45), 0.42 * w, 0.65, f"VPU\n{sublanes} x {lanes} lanes", "vpu", 0.6)
     _diagram_box(ax, (x + 0.15, 2.65), w - 0.3, 0.4, vmem, "vmem", 0.3)
     n = chip.mxus_per_core or 0
     cols = math.ceil(math.sqrt(n)) if n else 1
@@ -507,13 +525,13 @@ def _diagram_core(ax: Axes, chip: Chip, x: float, w: float, core: int) -> None:
     _diagram_arrow(ax, (x + 0.36 * w, 4.4), (x + 0.36 * w, 4.1), "", "vregs-vpu")
     _diagram_arrow(ax, (x + 0.2 * w, 3.05), (x + 0.2 * w, 3.45), "", "vmem-vpu")
     fast = VMEM_OVER_HBM_BANDWIDTH_RATIO * chip.hbm_bytes_per_s / chip.cores_per_chip
-    label = f"~{_bytes_per_s(fast)}\nbytes/s" if core == 0 else ""
+    label = f"~{_bandwidth(fast)}" if core == 0 else ""
     _diagram_arrow(ax, (x + 0.62 * w, 3.05), (x + 0.62 * w, 5.95 - rows * (side + 0.1) - 0.35), label, "vmem-mxu")
 
 
-def _bytes_per_s(value: float) -> str:
-    """A bandwidth in two significant figures, as the text writes it ("8.1e11")."""
-    return f"{value:.2g}".replace("e+", "e")
+def _bandwidth(bytes_per_s: float) -> str:
+    """A bandwidth in two significant figures by the house rule ("810 GB/s")."""
+    return fmt(bytes_per_s, "B/s", digits=2)
 
 
 @_styled
@@ -531,7 +549,7 @@ def tpu_chip_diagram(chip: Chip | str) -> tuple[Figure, Axes]:
     chip = checks.chip(chip)
     if not chip.is_tpu:
         raise ValueError(f"chip={chip.name!r}: a GPU has no TensorCore figures; allowed: a TPU")
-    fig, ax = plt.subplots(figsize=(8.0, 5.6))
+    fig, ax = plt.subplots(figsize=(6.8, 4.76))  # the column width: its 6.5 pt text stays 9 px
     ax.set_xlim(0, 12)
     ax.set_ylim(0, 8.4)
     ax.set_axis_off()
@@ -542,17 +560,15 @@ def tpu_chip_diagram(chip: Chip | str) -> tuple[Figure, Axes]:
     for core in range(chip.cores_per_chip):
         x = 2.0 + core * (w + 0.3)
         _diagram_core(ax, chip, x, w, core)
-        label = f"DMA {_bytes_per_s(chip.hbm_bytes_per_s)} bytes/s" if core == 0 else ""
+        label = f"DMA {_bandwidth(chip.hbm_bytes_per_s)}" if core == 0 else ""
         _diagram_arrow(ax, (x + 0.3 * w, 1.7), (x + 0.3 * w, 2.65), label, "hbm-vmem")
     _diagram_box(ax, (4.5, 7.55), 3.0, 0.65, "CPU host", "host", 0.2)
-    _diagram_arrow(ax, (6.0, 7.0), (6.0, 7.55), f"PCIe {_bytes_per_s(chip.pcie_bytes_per_s)} bytes/s", "pcie")
+    _diagram_arrow(ax, (6.0, 7.0), (6.0, 7.55), f"PCIe {_bandwidth(chip.pcie_bytes_per_s)}", "pcie")
     per_side = math.ceil(chip.ici_links / 2)
     for i in range(chip.ici_links):
         left = i % 2 == 0
         y = 1.3 + (i // 2) * 5.0 / max(1, per_side - 1)
         start, end = ((1.5, y), (0.4, y)) if left else ((10.5, y), (11.6, y))
         _diagram_arrow(ax, start, end, "", "ici")
-    ax.text(
-        0.05, 0.25, f"ICI: {chip.ici_links} links x {_bytes_per_s(chip.ici_bytes_per_s)} bytes/s each way", fontsize=7
-    )
+    ax.text(0.05, 0.25, f"ICI: {chip.ici_links} links x {_bandwidth(chip.ici_bytes_per_s)} each way", fontsize=7)
     return fig, ax

@@ -1,6 +1,7 @@
 """Shared test set-up: the repository root on sys.path (for `exercises.keys`), its bytecode, the device fixture."""
 
 import compileall
+import os
 import sys
 from pathlib import Path
 
@@ -13,6 +14,8 @@ if str(ROOT) not in sys.path:
 # so that no test process importing a module for the first time writes one while a submission runs.
 for _package in ("exercises", "book_lib"):
     compileall.compile_dir(ROOT / _package, quiet=1)
+# Every figure book_lib draws in a test or a notebook kernel started from here is checked for legibility.
+os.environ["BOOK_LIB_CHECK_FIGURES"] = "1"
 
 
 @pytest.fixture(scope="session")

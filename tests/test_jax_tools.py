@@ -15,6 +15,7 @@ import pytest  # noqa: E402
 from jax import P  # noqa: E402
 
 from book_lib import bench, devices, hlo, model_plots, plots, precision  # noqa: E402
+from book_lib.numfmt import fmt
 
 pytestmark = pytest.mark.usefixtures("eight_devices")
 
@@ -400,10 +401,10 @@ def test_tpu_chip_diagram_draws_each_unit_and_labels_links_from_hardware(name):
     assert gids.count("vpu") == gids.count("vmem") == gids.count("scalar") == chip.cores_per_chip
     assert gids.count("ici") == chip.ici_links and gids.count("hbm") == gids.count("pcie") == 1
     labels = {t.get_gid(): t.get_text() for t in ax.texts if t.get_gid()}
-    assert labels["hbm-vmem-label"] == f"DMA {chip.hbm_bytes_per_s:.2g} bytes/s".replace("e+", "e")
-    assert f"{chip.pcie_bytes_per_s:.2g}".replace("e+", "e") in labels["pcie-label"]
+    assert labels["hbm-vmem-label"] == f"DMA {fmt(chip.hbm_bytes_per_s, 'B/s', digits=2)}"
+    assert fmt(chip.pcie_bytes_per_s, "B/s", digits=2) in labels["pcie-label"]
     fast = hardware.VMEM_OVER_HBM_BANDWIDTH_RATIO * chip.hbm_bytes_per_s / chip.cores_per_chip
-    assert f"{fast:.2g}".replace("e+", "e") in labels["vmem-mxu-label"]
+    assert fmt(fast, "B/s", digits=2) in labels["vmem-mxu-label"]
     assert f"{chip.hbm_bytes / 2**30:.0f} GiB" in labels["hbm-label"] and ax.get_title() == ""
     matplotlib.pyplot.close(fig)
 
