@@ -211,3 +211,25 @@ def test_the_texts_own_constants_give_its_answers_and_the_grader_takes_them():
     assert {a["fewest_chips"] for a in fewest} >= {226, 212}  # 96 GB of 1e9 bytes, and 96 GiB
     kv = keys_for("ch08_serving_llama3")["ch08_q0b_kv_cache"].answers()
     assert {a["kv_bytes_per_token_int8"] for a in kv} == {163_840, 160_000}  # its "160 kB", 160 KiB
+
+
+def test_a_function_question_takes_the_texts_model_on_every_probe_but_not_a_mix():
+    """ch03_q4a accepts the text's V / W rule (`Key.also`) as well as the ring's exact (X - 1) / X, but a
+    function must follow one model on every probe: one that switches between them is wrong."""
+    import random
+
+    from exercises.grading.judge import judge_record
+
+    key = keys_for("ch03_sharding")["ch03_q4a_strategy_times"]
+    probes = key.probes(random.Random(0))
+    text, exact = key.also[0], key.reference
+    spec = {"probes": probes}
+
+    def recorded(model, args):
+        return [{"num": t} for t in model(*args)]
+
+    for model in (exact, text):
+        assert judge_record(key, spec, {"outputs": [recorded(model, a) for a in probes]}) is None
+    mixed = [recorded(text if i % 2 else exact, a) for i, a in enumerate(probes)]
+    assert judge_record(key, spec, {"outputs": mixed}) is not None
+    assert any(abs(t / e - 1) > 0.05 for a in probes for t, e in zip(text(*a), exact(*a), strict=True))

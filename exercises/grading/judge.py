@@ -80,9 +80,15 @@ def judge_record(key: Key, spec: dict, record: dict) -> str | None:
     outputs = record.get("outputs")
     if not isinstance(outputs, list) or len(outputs) != len(spec["probes"]):
         return f"{key.names[0]} could not be called"
-    for args, got in zip(spec["probes"], outputs, strict=True):
+    verdicts = [_judge_outputs(key, spec["probes"], outputs, model) for model in (key.reference, *key.also)]
+    return None if None in verdicts else verdicts[0]
+
+
+def _judge_outputs(key: Key, probes: list, outputs: list, model) -> str | None:
+    """None when every output matches `model` (the reference or one of `key.also`) on its probe."""
+    for args, got in zip(probes, outputs, strict=True):
         if isinstance(got, dict) and "raised" in got:
             return f"{key.names[0]}{tuple(args)} raised {got['raised']}"
-        if not _judge_numbers(got, key.reference(*args), key.tolerance):
+        if not _judge_numbers(got, model(*args), key.tolerance):
             return f"{key.names[0]}{tuple(args)} is not within {key.tolerance:g} (relative)"
     return None

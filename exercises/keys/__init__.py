@@ -161,8 +161,9 @@ class Key:
         accept: {param: value} -> bool: the condition a class's numbers must meet (a clear answer, a
             model that fits its chip); `drawn` draws again until it holds, and a `ValueError` it
             raises refuses the values too. The draw itself stays a plain choice of numbers.
-        also: value questions: other models the text itself uses, each (**params) -> {name: number};
-            an answer that matches one of them in every name is right too (the statement says so).
+        also: other models the text itself uses; an answer that matches one of them is right too (the
+            statement says so). Value questions: each (**params) -> {name: number}, matched in every
+            name. Function questions: each (*args) -> result, matched on every probe (one model for all).
     """
 
     names: tuple[str, ...]
@@ -192,8 +193,8 @@ class Key:
             raise ValueError(f"params={self.params!r}, draw={self.draw!r}: give both or neither")
         if self.accept is not None and self.draw is None:
             raise ValueError(f"accept={self.accept!r}: a condition on drawn values needs a draw; allowed: None")
-        if self.also and self.kind != "value":
-            raise ValueError(f"also={self.also!r}: only value questions take other models; allowed: ()")
+        if self.also and self.kind not in ("value", "function"):
+            raise ValueError(f"also={self.also!r}: only value and function questions take other models; allowed: ()")
         if self.params and self.kind not in ("value", "choice"):
             raise ValueError(f"params={self.params!r}: only value and choice questions take parameters")
         for name, value in self.params.items():
