@@ -5,8 +5,9 @@
   `fmt(3.27e-4, "s")` is "327 µs", but `fmt(3600.0, "s")` is "3 600 s" (no kiloseconds).
 - A bare number below a billion is written in full when it is whole, its thousands split by a thin
   space that never breaks a line (U+202F): `fmt(234881024)` is "234 881 024".
-- Any other bare number keeps `digits` significant figures; outside [0.001, 1e9) it is a mantissa
-  times a power of ten that is a multiple of 3: `fmt(1.154e13)` is "11.5 × 10¹²".
+- Any other bare number keeps `digits` significant figures, but never loses a whole digit
+  (`fmt(1888.4)` is "1 888"); outside [0.001, 1e9) it is a mantissa times a power of ten that is a
+  multiple of 3: `fmt(1.154e13)` is "11.5 × 10¹²".
 
 Python's own "1.154e+13" and "234,881,024" never reach a reader.
 """
@@ -59,8 +60,9 @@ def fmt(value: float, unit: str = "", *, digits: int = 3) -> str:
 
     With a unit: m x 10^(3k) -> "m <prefix><unit>", k between -5 (f) and 6 (E); beyond, "m × 10^e unit".
     Seconds and the other units of `_NO_MULTIPLES` take no prefix above 1 (3 600 s), a ratio none at all.
-    Without: a whole number below 1e9 in full with thin-space thousands; otherwise `digits` significant
-    figures, with "× 10^e" (e a multiple of 3) outside [0.001, 1e9).
+    Without: a whole number below 1e9 in full with thin-space thousands, so is one rounded to units
+    from 10^(digits - 1) up; otherwise `digits` significant figures, with "× 10^e" (e a multiple of 3)
+    outside [0.001, 1e9).
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
         raise ValueError(f"value={value!r}: allowed: a finite real number")
@@ -76,6 +78,8 @@ def fmt(value: float, unit: str = "", *, digits: int = 3) -> str:
         return f"{mantissa} × 10{str(exponent).translate(_SUPERSCRIPT)} {unit}"
     if float(value).is_integer() and abs(value) < _FULL_BELOW:
         return grouped(int(value))
+    if 10 ** (digits - 1) <= abs(value) < _FULL_BELOW:
+        return grouped(round(value))  # whole digits are never rounded away: 1888.4 days is 1 888
     if 1e-3 <= abs(value) < _FULL_BELOW:
         return _significant(value, digits)
     mantissa, exponent = _engineering(value, digits)

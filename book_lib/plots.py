@@ -93,8 +93,8 @@ def _styled(plot: Callable[_P, _R]) -> Callable[_P, _R]:
         mpl.rcParams.update(STYLE)
         try:
             drawn = plot(*args, **kwargs)
-            if legible.checking():
-                legible.check(cast(tuple, drawn)[0])
+            if legible.checking() and isinstance(drawn, tuple) and isinstance(drawn[0], mpl.figure.Figure):
+                legible.check(drawn[0])
             return drawn
         finally:
             mpl.rcParams.update(saved)
@@ -173,7 +173,7 @@ def roofline(
             ax.annotate(label, (intensity, y), textcoords="offset points", xytext=(5, -12), fontsize=9)
     ax.set_xlabel(INTENSITY_LABEL)
     ax.set_ylabel(THROUGHPUT_LABEL)
-    ax.legend(loc="lower right", fontsize=8, ncol=2)
+    ax.legend(loc="upper left", fontsize=8, ncol=2)
     return fig, ax
 
 
@@ -271,7 +271,7 @@ def measured_vs_predicted(
 
     Args:
         predicted_s, measured_s: one time per point (s).
-        labels: a short label per point.
+        labels: a short label per point, placed clear of the others (`_place_labels`).
         groups: a group name per point (one colour and one legend entry each).
     """
     fig, ax = _new_axes(ax)
@@ -281,15 +281,40 @@ def measured_vs_predicted(
     for i, group in enumerate(dict.fromkeys(groups)):
         sel = np.array([g == group for g in groups])
         ax.loglog(predicted[sel], measured[sel], "o", color=_PALETTE[i], label=group, ms=6)
-    for x, y, label in zip(predicted, measured, labels, strict=True):
-        ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
     lo = min(predicted.min(), measured.min()) / 1.5
     hi = max(predicted.max(), measured.max()) * 1.5
     ax.loglog([lo, hi], [lo, hi], color="gray", linestyle=":", lw=1, label="measured = predicted")
     ax.set_xlabel("predicted time (s)")
     ax.set_ylabel("measured time (s)")
     ax.legend(loc="upper left", fontsize=8)
+    _place_labels(ax, list(predicted), list(measured), labels)
     return fig, ax
+
+
+# Offsets (points) tried in turn for a point's label: right-above, right-below, left-above, left-below, further.
+_LABEL_OFFSETS = ((4, 4), (4, -11), (-4, 4), (-4, -11), (4, 13), (4, -20), (-4, 13), (-4, -20))
+
+
+def _place_labels(ax: Axes, xs: Sequence[float], ys: Sequence[float], labels: Sequence[str]) -> None:
+    """Label each point at the first offset where the label overlaps no other label and not the legend.
+
+    Measured points can land anywhere, so no offset is fixed; a label with no free place is left out
+    (its point is still drawn), so that no two labels are ever drawn over each other.
+    """
+    fig = ax.get_figure()
+    fig.canvas.draw()  # type: ignore[union-attr]
+    renderer = fig.canvas.get_renderer()  # type: ignore[union-attr]
+    legend = ax.get_legend()
+    taken = [legend.get_window_extent(renderer)] if legend is not None else []
+    for x, y, label in sorted(zip(xs, ys, labels, strict=True)):
+        for dx, dy in _LABEL_OFFSETS:
+            ha = "left" if dx > 0 else "right"
+            text = ax.annotate(label, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=8, ha=ha)
+            box = text.get_window_extent(renderer)
+            if not any(box.overlaps(other) for other in taken):
+                taken.append(box)
+                break
+            text.remove()
 
 
 @_styled

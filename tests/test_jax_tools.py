@@ -426,7 +426,7 @@ def test_two_bandwidth_roofline_bends_at_each_links_critical_intensity():
     assert ax.get_xscale() == ax.get_yscale() == "log"
     assert ax.get_xlabel() == "arithmetic intensity (FLOPs/byte)" and ax.get_ylabel().endswith("(FLOPs/s)")
     roofs = {
-        line.get_label().split(" (")[0]: line.get_xydata() for line in ax.get_lines() if "bytes/s" in line.get_label()
+        line.get_label().split(" (")[0]: line.get_xydata() for line in ax.get_lines() if "B/s)" in line.get_label()
     }
     assert set(roofs) == {"ICI", "HBM"}
     for name, bw in links:

@@ -39,6 +39,19 @@ def test_overlapping_labels_are_found_and_the_check_raises():
     plt.close(fig)
 
 
+def test_parallel_turned_labels_whose_boxes_overlap_do_not_count():
+    fig, ax = plt.subplots(figsize=(6.5, 3), dpi=100)
+    ax.set_xticks(range(12), [f"a long label {i}" for i in range(12)], rotation=30, ha="right")
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    first, second = (t.get_window_extent(renderer) for t in ax.get_xticklabels()[:2])
+    assert first.overlaps(second), "their upright boxes overlap"
+    assert legible.problems(fig) == [], "their turned outlines do not"
+    ax.set_xticks(range(12), [f"a long label {i}" for i in range(12)], rotation=0)
+    assert "'a long label 0' overlaps 'a long label 1'" in legible.problems(fig)
+    plt.close(fig)
+
+
 def test_the_figure_functions_check_what_they_draw(monkeypatch):
     monkeypatch.setenv(legible.CHECK_ENV_VAR, "1")
     fig, _ = plots.roofline(hardware.chip_names())  # ten ridge labels, stacked so none overlaps

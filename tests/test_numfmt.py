@@ -26,6 +26,7 @@ from book_lib.numfmt import THIN, fmt, grouped
         ((7.0,), "7"),
         ((0.5,), "0.5"),
         ((12.3456,), "12.3"),
+        ((1888.4, "days"), f"1{THIN}888 days"),  # a whole digit is never rounded away
         ((1.154e13,), "11.5 × 10¹²"),
         ((1e-5,), "10 × 10⁻⁶"),
         ((np.float32(2.5e14), "FLOPs"), "250 TFLOPs"),

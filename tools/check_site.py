@@ -58,15 +58,17 @@ async () => {
     if (!column) return [];
     const right = column.getBoundingClientRect().right;
     const found = [];
-    for (const el of column.querySelectorAll("*")) {
-      if (el.closest(".sidenote, .marginnote, .margin, mjx-assistive-mml")) continue;
-      if (found.some(f => f.contains(el))) continue;
-      const box = el.getBoundingClientRect();
-      if (box.width === 0 || box.height === 0) continue;
-      const overflow = getComputedStyle(el).overflowX;
-      const scrolls = (overflow === "auto" || overflow === "scroll") && el.scrollWidth > el.clientWidth + 1;
-      if (scrolls || box.right > right + 1) found.push(el);
-    }
+    const leaves = new Set(["PRE", "MJX-CONTAINER", "SVG", "IMG", "CODE"]);  // checked whole, not inside
+    (function visit(parent) {
+      for (const el of parent.children) {
+        if (el.matches(".sidenote, .marginnote, .margin, mjx-assistive-mml")) continue;
+        const box = el.getBoundingClientRect();
+        const overflow = getComputedStyle(el).overflowX;
+        const scrolls = (overflow === "auto" || overflow === "scroll") && el.scrollWidth > el.clientWidth + 1;
+        if (box.width > 0 && box.height > 0 && (scrolls || box.right > right + 1)) found.push(el);
+        else if (!leaves.has(el.tagName.toUpperCase())) visit(el);
+      }
+    })(column);
     return found.map(el => [el.tagName.toLowerCase(), el.scrollWidth, el.clientWidth,
                             (el.textContent || el.getAttribute("src") || "").trim().slice(0, 60)]);
   }
