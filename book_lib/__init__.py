@@ -24,8 +24,9 @@ the first time it is used. The layers, lowest first:
   matmul rounding on a CPU), `kernels` (Pallas matmul and flash attention), `collective_matmul`
   (matmuls that overlap a ring of `ppermute`s);
 * for the reader: `plots` (the house style and the figures of chips), `model_plots` (the figures of a
-  model's costs), `calculators` (the models with knobs: ipywidgets in a
-  notebook, a static table elsewhere).
+  model's costs), `legible` (no text under 9 px, no label over another, on the page), `diagrams`
+  (how a program moves data: the collective matmul's ring), `calculators` (the models with knobs:
+  ipywidgets in a notebook, a static table elsewhere).
 """
 
 import importlib
@@ -43,12 +44,14 @@ __all__ = [
     "collectives",
     "decode",
     "devices",
+    "diagrams",
     "gpu",
     "hardware",
     "hlo",
     "inference",
     "kernels",
     "layout",
+    "legible",
     "model_plots",
     "models",
     "notation",

@@ -69,13 +69,19 @@ def _sharded(
 
 
 def _allgather_body(a: jax.Array, w: jax.Array, axis: str) -> jax.Array:
-    """Local view: a = A[:, chunk me], w = W[:, F block me]. Step s holds chunk (me + s) mod n."""
+    """Local view: a = A[:, chunk me], w = W[:, F block me].
+
+    Step s holds chunk (me + s) mod n: collectives.ring_chunks(n)[s][me].
+    (Chapter 10 prints this body: keep it within 80 columns.)
+    """
     n, me = jax.lax.axis_size(axis), jax.lax.axis_index(axis)
     width = a.shape[1]
-    to_left = [(src, (src - 1) % n) for src in range(n)]  # so the next chunk arrives from the right
+    # every device sends to its left, so the next chunk arrives from the right
+    to_left = [(src, (src - 1) % n) for src in range(n)]
     out = None
     for step in range(n):
-        rows = jax.lax.dynamic_slice_in_dim(w, ((me + step) % n) * width, width, axis=0)
+        start = ((me + step) % n) * width  # the rows of chunk (me + step) mod n
+        rows = jax.lax.dynamic_slice_in_dim(w, start, width, axis=0)
         part = a @ rows
         out = part if out is None else out + part
         if step < n - 1:

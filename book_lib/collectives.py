@@ -79,6 +79,7 @@ __all__ = [
     "reduce_scatter_time_multi",
     "all_reduce_time_multi",
     "permute_steps",
+    "ring_chunks",
     "link_load_fraction",
     "NCCL_BASE_LATENCY_S",
     "NCCL_STEP_LATENCY_S",
@@ -300,6 +301,22 @@ def permute_steps(op: str, n_devices: int) -> int:
     checks.one_of("op", op, OPS)
     n = checks.count("n_devices", n_devices)
     return (2 if op == "all_reduce" else 1) * (n - 1)
+
+
+def ring_chunks(n_devices: int) -> tuple[tuple[int, ...], ...]:
+    """Which chunk each device holds at each step of a one-way ring AllGather that passes to the left.
+
+    chunks[s][d] = (d + s) mod n: device d starts with its own chunk and, after each of the
+    permute_steps("all_gather", n) = n - 1 sends to device d - 1, holds its right-hand neighbour's,
+    so chunks[s + 1][d] = chunks[s][(d + 1) mod n]. n steps; every device sees every chunk once.
+    In the collective matmul, step s multiplies chunk chunks[s][d] of A by the matching rows of W.
+    Book: Part 10 (Programming TPUs in JAX), "Collective matmul"; Part 3 for the ring itself.
+
+    Raises:
+        ValueError: a device count below 1.
+    """
+    n = checks.count("n_devices", n_devices)
+    return tuple(tuple((d + s) % n for d in range(n)) for s in range(n))
 
 
 def link_load_fraction(op: str, n_devices: int, *, bidirectional: bool = False) -> float:

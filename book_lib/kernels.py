@@ -121,15 +121,27 @@ def _check_2d(**arrays: Any) -> None:
         checks.dtype(str(array.dtype), f"{name}.dtype", allowed=tiling.KERNEL_DTYPES)
 
 
-def _matmul_grid_kernel(x_ref: Any, y_ref: Any, o_ref: Any, acc_ref: Any) -> None:
-    """One (i, j, kk) step: acc += x[i, kk] @ y[kk, j]; zero acc first, write it out last."""
+def _matmul_grid_kernel(
+    x_ref: Any,
+    y_ref: Any,
+    o_ref: Any,
+    acc_ref: Any,
+) -> None:
+    """One (i, j, kk) step: acc += x[i, kk] @ y[kk, j].
+
+    Zero acc first, write it out last (the body chapter 10 prints: 80 columns).
+    """
     kk = pl.program_id(2)
 
     @pl.when(kk == 0)
     def _zero() -> None:
         acc_ref[...] = jnp.zeros_like(acc_ref)
 
-    acc_ref[...] += jnp.dot(x_ref[...], y_ref[...], preferred_element_type=jnp.float32)
+    acc_ref[...] += jnp.dot(
+        x_ref[...],
+        y_ref[...],
+        preferred_element_type=jnp.float32,
+    )
 
     @pl.when(kk == pl.num_programs(2) - 1)
     def _write() -> None:

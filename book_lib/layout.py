@@ -6,8 +6,9 @@ An HLO array type reads `dtype[dims]{minor_to_major:T(tile)...S(space)}`, for ex
 * `dtype[dims]`: the element type (`bf16` is 2 bytes) and the logical shape;
 * `2,1,0`: the order of the dims in memory, from the fastest-varying (minor) to the slowest;
 * `T(8,128)`: the outer tile, which covers the most minor dims; every tiled dim is padded up to a
-  whole number of tiles. Inner tiles such as `(2,1)` (two bf16 values packed into 4 bytes)
-  divide the outer one and add no padding, so only the outer tile is kept here;
+  whole number of tiles. Inner tiles such as `(2,1)` (two bf16 values of one column packed into
+  one 4-byte word) cut each outer tile again: they divide it and add no padding, but they decide
+  the order of the values in memory (`tiled_offset`);
 * `S(1)`: the memory space, VMEM; `S(0)`, usually left out, is HBM. The text names no other.
 
 Pure Python: no JAX import. Book: Part 9 (How to Profile TPU Programs), "How to Read an XLA Op".
@@ -27,6 +28,7 @@ __all__ = [
     "OTHER_SPACE",
     "padded_shape",
     "padding_expansion",
+    "tiled_offset",
     "memory_space",
     "HloArray",
     "parse_array",
@@ -83,6 +85,46 @@ def padding_expansion(shape: Sequence[int], tile: Sequence[int]) -> float:
     return math.prod(padded) / size
 
 
+def tiled_offset(index: Sequence[int], shape: Sequence[int], tiles: Sequence[Sequence[int]]) -> int:
+    """Where one element sits in memory under levels of tiling: its offset in elements, padding counted.
+
+    Each level, outer first, cuts the most minor dims of the shape so far into tiles: dims n_i under
+    a tile t_i become [ceil(n_i / t_i), t_i] (tile counts, then the place inside a tile), and the
+    index i_i becomes [i_i // t_i, i_i % t_i]. The next level cuts the last dims of that shape, the
+    inside of the tile before it. The offset is the row-major position in the final shape. So in
+    bf16[4,8]{1,0:T(2,4)(2,1)} each (2, 4) tile holds four (2, 1) pairs, one column's two rows in
+    one 4-byte word: (0, 0) sits at 0, (1, 0) at 1, (0, 1) at 2, and (2, 0), in the next tile
+    down, at 16. Book: Part 9 (How to Profile TPU Programs), "How to Read an XLA Op".
+
+    Args:
+        index: the element's position (counts), in memory order like `shape`.
+        shape: the array's dims (counts >= 1), major to minor.
+        tiles: the tiling levels, outer first, e.g. ((8, 128), (2, 1)); () for an untiled array.
+
+    Raises:
+        ValueError: an index outside the shape, a tile side below 1, or a tile with more dims than
+            the shape it cuts.
+    """
+    dims, where = list(_dims("shape", shape, 1)), list(_dims("index", index, 0))
+    if len(where) != len(dims) or any(i >= n for i, n in zip(where, dims, strict=True)):
+        raise ValueError(f"index={tuple(index)!r}: not inside shape {tuple(dims)!r}; allowed: 0 <= index < shape")
+    if isinstance(tiles, (str, bytes)) or not isinstance(tiles, Sequence):
+        raise ValueError(f"tiles={tiles!r}: not a sequence of tiles; allowed: e.g. ((8, 128), (2, 1))")
+    for level in tiles:
+        sides = _dims("tile", level, 1)
+        if len(sides) > len(dims):
+            raise ValueError(f"tile={tuple(level)!r}: more dims than {tuple(dims)!r}; allowed: len(tile) <= its dims")
+        head = len(dims) - len(sides)
+        counts = [math.ceil(n / t) for n, t in zip(dims[head:], sides, strict=True)]
+        places = [i % t for i, t in zip(where[head:], sides, strict=True)]
+        where = where[:head] + [i // t for i, t in zip(where[head:], sides, strict=True)] + places
+        dims = dims[:head] + counts + list(sides)
+    offset = 0
+    for i, n in zip(where, dims, strict=True):
+        offset = offset * n + i
+    return offset
+
+
 def memory_space(code: int) -> str:
     """The memory an `S(code)` annotation names: "HBM" (0, or no annotation), "VMEM" (1), else `OTHER_SPACE`.
 
@@ -104,6 +146,7 @@ class HloArray:
         minor_to_major: the layout's dim order, minor first; () when the text gives none.
         tile: the outer tile's sides (elements); () for an untiled array.
         space: the memory-space code (0 for HBM when the text gives none).
+        inner_tiles: the tiles inside the outer one, in order: ((2, 1),) for `T(8,128)(2,1)`.
     """
 
     dtype: str
@@ -111,6 +154,7 @@ class HloArray:
     minor_to_major: tuple[int, ...] = ()
     tile: tuple[int, ...] = ()
     space: int = 0
+    inner_tiles: tuple[tuple[int, ...], ...] = ()
 
     @property
     def memory_shape(self) -> tuple[int, ...]:
@@ -134,21 +178,23 @@ class HloArray:
         return memory_space(self.space)
 
 
-def _layout(text: str, layout: str, rank: int) -> tuple[tuple[int, ...], tuple[int, ...], int]:
-    """(minor_to_major, outer tile, memory-space code) of a layout such as `2,1,0:T(8,128)(2,1)S(1)`."""
+def _layout(text: str, layout: str, rank: int) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...], int]:
+    """(minor_to_major, tiles outer first, memory-space code) of a layout like `2,1,0:T(8,128)(2,1)S(1)`."""
     order_text, _, rest = layout.partition(":")
     order = tuple(int(d) for d in order_text.split(",") if d.strip())
     if order and sorted(order) != list(range(rank)):
         raise ValueError(f"text={text!r}: layout {order} is not a permutation of {rank} dims; allowed: e.g. {{1,0}}")
-    tiles = re.findall(r"T\(([\d,]+)\)", rest)
+    tiling = re.search(r"T((?:\([\d,]+\))+)", rest)
+    levels = re.findall(r"\(([\d,]+)\)", tiling.group(1)) if tiling else []
     space = re.search(r"S\((\d+)\)", rest)
-    tile = tuple(int(t) for t in tiles[0].split(",")) if tiles else ()
-    return order, tile, int(space.group(1)) if space else 0
+    tiles = tuple(tuple(int(t) for t in level.split(",") if t) for level in levels)
+    return order, tiles, int(space.group(1)) if space else 0
 
 
 def parse_array(text: str) -> HloArray:
     """Read one HLO array type, `f32[3,5]{1,0:T(2,2)}` or `bf16[8,1024,2048]{2,1,0:T(8,128)(2,1)S(1)}`.
 
+    The first tile of `T(...)(...)` is `tile`, the rest `inner_tiles`.
     Book: Part 9 (How to Profile TPU Programs), "How to Read an XLA Op".
 
     Raises:
@@ -161,7 +207,8 @@ def parse_array(text: str) -> HloArray:
     dtype = match["dtype"]
     checks.dtype(dtype)  # an element type `checks.DTYPES` knows
     shape = tuple(int(d) for d in match["dims"].split(",") if d.strip())
-    order, tile, space = _layout(text, match["layout"] or "", len(shape))
-    array = HloArray(dtype=dtype, shape=shape, minor_to_major=order, tile=tile, space=space)
+    order, tiles, space = _layout(text, match["layout"] or "", len(shape))
+    tile, inner = (tiles[0], tiles[1:]) if tiles else ((), ())
+    array = HloArray(dtype=dtype, shape=shape, minor_to_major=order, tile=tile, space=space, inner_tiles=inner)
     padded_shape(array.memory_shape, array.tile)  # refuses a tile with more dims than the array
     return array

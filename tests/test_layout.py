@@ -63,6 +63,8 @@ def test_an_op_of_the_texts_form_reads_back():
     out = layout.parse_array("bf16[8,1024,2048]{2,1,0:T(8,128)(2,1)S(1)}")
     read = (out.dtype, out.shape, out.minor_to_major, out.tile, out.space)
     assert read == ("bf16", (8, 1024, 2048), (2, 1, 0), (8, 128), 1)
+    assert out.inner_tiles == ((2, 1),) and layout.parse_array("f32[3,5]{1,0:T(2,2)}").inner_tiles == ()
+    assert layout.parse_array("bf16[8192]{0:T(1024)(128)(2,1)}").inner_tiles == ((128,), (2, 1))
     assert out.memory == "VMEM" and out.bytes == out.padded_bytes == 2 * 8 * 1024 * 2048
     small = layout.parse_array("f32[3,5]{1,0:T(2,2)}")
     assert (small.bytes, small.padded_bytes, small.memory) == (60, 96, "HBM")
@@ -73,6 +75,48 @@ def test_a_column_major_layout_pads_the_other_dim():
     a = layout.parse_array("f32[3,5]{0,1:T(2,4)}")
     assert a.memory_shape == (5, 3) and a.padded_bytes == 4 * math.prod(layout.padded_shape((5, 3), (2, 4))) == 96
     assert layout.parse_array("s8[4]").padded_bytes == 4
+
+
+def test_the_texts_bf16_4x8_packs_each_columns_two_rows_into_one_word():
+    # bf16[4,8]{1,0:T(2,4)(2,1)}: four (2, 4) tiles in row-major order, each four (2, 1) pairs
+    a = layout.parse_array("bf16[4,8]{1,0:T(2,4)(2,1)}")
+    tiles = (a.tile, *a.inner_tiles)
+    grid = [[layout.tiled_offset((r, c), a.memory_shape, tiles) for c in range(8)] for r in range(4)]
+    assert grid[0][:4] == [0, 2, 4, 6] and grid[1][:4] == [1, 3, 5, 7], "down a column's pair, then across"
+    assert grid[0][4] == 8 and grid[2][0] == 16, "the next tile across, then the next row of tiles"
+    assert all(grid[1][c] == grid[0][c] + 1 for c in range(8)), "rows 0 and 1 of a column share a word"
+
+
+def test_the_texts_f32_3x5_tiles_are_row_major_inside():
+    grid = [[layout.tiled_offset((r, c), (3, 5), ((2, 2),)) for c in range(5)] for r in range(3)]
+    assert grid[0][:2] + grid[1][:2] == [0, 1, 2, 3] and grid[0][2] == 4
+    assert layout.tiled_offset((2, 4), (3, 5), ((2, 2),)) < 24, "inside the padded [4, 6]"
+
+
+@pytest.mark.parametrize(("shape", "tiles"), [((3, 5), ((2, 2),)), ((5, 9), ((4, 4), (2, 1))), ((16,), ((8,), (2,)))])
+def test_offsets_are_distinct_and_inner_tiles_add_no_padding(shape, tiles):
+    cells = list(itertools.product(*map(range, shape)))
+    nested = {layout.tiled_offset(i, shape, tiles) for i in cells}
+    outer = {layout.tiled_offset(i, shape, tiles[:1]) for i in cells}
+    assert len(nested) == len(cells), "one place per element"
+    assert max(nested) < math.prod(layout.padded_shape(shape, tiles[0])), "within the outer tiles' padding"
+    assert nested <= set(range(math.prod(layout.padded_shape(shape, tiles[0])))) and len(outer) == len(cells)
+    assert layout.tiled_offset((0,) * len(shape), shape, ()) == 0
+
+
+@pytest.mark.parametrize(
+    ("call", "start"),
+    [
+        (lambda: layout.tiled_offset((4, 0), (4, 8), ((2, 4),)), r"^index=\(4, 0\): not inside"),
+        (lambda: layout.tiled_offset((0,), (4, 8), ((2, 4),)), r"^index=\(0,\): not inside"),
+        (lambda: layout.tiled_offset((0, 0), (4, 8), ((2, 0),)), r"^tile=0: not a count"),
+        (lambda: layout.tiled_offset((0,), (8,), ((2, 4),)), r"^tile=\(2, 4\): more dims"),
+        (lambda: layout.tiled_offset((0, 0), (4, 8), "T(2,4)"), r"^tiles='T\(2,4\)': not a sequence"),
+    ],
+)
+def test_tiled_offset_refuses_bad_input(call, start):
+    with pytest.raises(ValueError, match=start):
+        call()
 
 
 def test_layout_is_pure():
