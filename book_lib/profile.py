@@ -338,7 +338,14 @@ class Profile:
         return self.communication_s / ((self.compute_s + self.communication_s) or 1.0)
 
 
-def _compile(fn: Callable[..., Any] | jax.stages.Compiled, args: tuple[Any, ...]) -> jax.stages.Compiled:
+def _compile(
+    fn: Callable[..., Any] | jax.stages.Compiled, args: tuple[Any, ...], *, op_by_op: bool = False
+) -> jax.stages.Compiled:
+    """`fn` compiled for `args`; with `op_by_op`, on a GPU without command buffers.
+
+    XLA's GPU backend replays a step's kernels as one CUDA graph (a "command buffer"), which a trace
+    shows as a single event; turned off, every op is its own event, as on a TPU or a CPU.
+    """
     import jax
 
     if isinstance(fn, jax.stages.Compiled):
@@ -346,13 +353,17 @@ def _compile(fn: Callable[..., Any] | jax.stages.Compiled, args: tuple[Any, ...]
     if not callable(fn):
         raise ValueError(f"fn={fn!r}: not callable; allowed: a function, a jax.jit function or a Compiled")
     jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
-    return jitted.lower(*args).compile()
+    lowered = jitted.lower(*args)
+    if op_by_op and jax.default_backend() == "gpu":
+        return lowered.compile(compiler_options={"xla_gpu_enable_command_buffer": ""})
+    return lowered.compile()
 
 
 def capture(fn: Callable[..., Any], *args: Any, n_runs: int = 3, n_warmup: int = 1) -> Profile:
     """Trace `n_runs` calls of `jax.jit(fn)(*args)` after `n_warmup` untraced ones, and read the trace.
 
-    The function is compiled once; the compiled program runs (and is waited for) under
+    The function is compiled once (on a GPU without command buffers, so that each op is its own
+    event: `_compile`); the compiled program runs (and is waited for) under
     `jax.profiler.trace` into a temporary directory, whose `.trace.json.gz` is parsed with
     `parse_trace` against the program's own HLO. communication_s sums the ops whose HLO op is a
     collective; compute_s the rest.
@@ -369,7 +380,7 @@ def capture(fn: Callable[..., Any], *args: Any, n_runs: int = 3, n_warmup: int =
 
     checks.count("n_runs", n_runs)
     checks.count("n_warmup", n_warmup, minimum=0)
-    compiled = _compile(fn, args)
+    compiled = _compile(fn, args, op_by_op=True)
     for _ in range(n_warmup):
         jax.block_until_ready(compiled(*args))
     ops = hlo_ops(compiled)
