@@ -22,6 +22,7 @@ from typing import Any
 from book_lib import inference, parallelism, planner
 from book_lib.hardware import get_chip
 from book_lib.models import get_model
+from book_lib.numfmt import fmt
 
 _SUFFIXES = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 # What no machine or run has reached: beyond these the models answer with nonsense (a step of 1e30 tokens,
@@ -182,8 +183,8 @@ def _nothing_fits(plan: planner.TrainingPlan) -> list[str]:
     memory = min((e.memory for e in plan.entries), key=lambda m: m.total_bytes)
     short = memory.total_bytes / (memory.hbm_bytes or 1)
     return [
-        f"NOTHING FITS: the leanest layout needs {memory.total_bytes / 1e9:,.1f} GB per chip of "
-        f"{(memory.hbm_bytes or 0) / 1e9:,.1f} GB. Try about {math.ceil(short)}x the chips, or fewer tokens "
+        f"NOTHING FITS: the leanest layout needs {fmt(memory.total_bytes, 'B')} per chip of "
+        f"{fmt(memory.hbm_bytes or 0, 'B')}. Try about {math.ceil(short)}x the chips, or fewer tokens "
         "per step (--batch-tokens), or fewer checkpoints per layer (--checkpoints).",
         "",
     ]
@@ -194,9 +195,9 @@ def _plan_table(plan: planner.TrainingPlan, top: int) -> str:
     shape = "x".join(str(s) for s in plan.slice_shape)
     lines = [
         *_nothing_fits(plan),
-        f"{plan.model} on {plan.n_chips:,} {plan.chip} ({pods}{shape}), {plan.batch_tokens:,} tokens per step "
-        f"({plan.batch_tokens // plan.seq_len:,} sequences of {plan.seq_len:,})",
-        f"text's FSDP degree for FSDP+TP: X_opt = sqrt(B M_X N / (F M_Y)) = {plan.text_fsdp_degree:,.0f} "
+        f"{plan.model} on {fmt(plan.n_chips)} {plan.chip} ({pods}{shape}), {fmt(plan.batch_tokens)} tokens per step "
+        f"({fmt(plan.batch_tokens // plan.seq_len)} sequences of {fmt(plan.seq_len)})",
+        f"text's FSDP degree for FSDP+TP: X_opt = sqrt(B M_X N / (F M_Y)) = {fmt(round(plan.text_fsdp_degree))} "
         "(M_X = 2, M_Y = 1); * marks the mesh closest to it",
         "",
         "roofline: the book's bound, max(math, comms); expected: the roofline plus each term it leaves out "
@@ -313,7 +314,7 @@ def _serve_nothing_fits(args: argparse.Namespace, rows: list[dict[str, Any]]) ->
     except ValueError:
         need = "more than a whole pod"
     return [
-        f"NOTHING FITS: one sequence of {args.context:,} tokens needs {need} in {args.dtype}; "
+        f"NOTHING FITS: one sequence of {fmt(args.context)} tokens needs {need} in {args.dtype}; "
         "try more --chips, a smaller --dtype or a shorter --context.",
         "",
     ]
@@ -326,8 +327,12 @@ def _serve(args: argparse.Namespace) -> str:
     lines = [
         *_serve_nothing_fits(args, rows),
         f"{get_model(args.model, arg='model').name} on {args.chips} {get_chip(args.chip, arg='chip').name}, "
-        f"{args.context:,}-token context, {args.dtype} weights and KV cache"
-        + (f"; requests of {args.prompt:,} prompt and {args.output:,} output tokens" if "prefill_s" in rows[0] else ""),
+        f"{fmt(args.context)}-token context, {args.dtype} weights and KV cache"
+        + (
+            f"; requests of {fmt(args.prompt)} prompt and {fmt(args.output)} output tokens"
+            if "prefill_s" in rows[0]
+            else ""
+        ),
         "",
         "step: the book's roofline; expected: plus each collective's bandwidth and fixed cost, which a decode "
         "step cannot overlap; tok/s at the roofline",

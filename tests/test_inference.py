@@ -223,7 +223,7 @@ def test_serve_command_says_first_when_no_batch_fits(capsys):
 
     assert main(["serve", "--model", "llama3-70b", "--chip", "tpu-v5e", "--chips", "4", "--context", "8192"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
-    assert first.startswith("NOTHING FITS: one sequence of 8,192 tokens needs a slice of 16 chips in bf16")
+    assert first.startswith("NOTHING FITS: one sequence of 8\u202f192 tokens needs a slice of 16 chips in bf16")
 
 
 def test_step_time_from_sizes_gives_the_pop_quiz_and_matches_the_model_form():

@@ -112,7 +112,7 @@ def test_cli_prints_the_ranked_table():
     done = _cli(*PLAN)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("llama-3-70b on 8,960 tpu-v5p") and "1,024 sequences of 4,096" in lines[0]
+    assert lines[0].startswith("llama-3-70b on 8\u202f960 tpu-v5p") and "1\u202f024 sequences of 4\u202f096" in lines[0]
     first = next(line for line in lines if line.lstrip().startswith("1 "))
     assert "+CP" in first and "cuts each sequence" in first and "compute" in first
     assert any(line.rstrip().endswith("--top 0 shows all)") for line in lines)
