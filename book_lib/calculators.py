@@ -235,13 +235,13 @@ def _roofline_rows(chip: str, dtype: str, batch: int, d_model: int, d_ff: int) -
     return [
         ("work", fmt(cost.flops, "FLOPs")),
         ("HBM traffic", fmt(cost.bytes, "B")),
-        ("arithmetic intensity", _per(cost.intensity, "FLOPs/B")),
-        (f"critical intensity of {hw.name}", _per(roofline.critical_intensity(hw, dtype), "FLOPs/B")),
+        ("intensity", _per(cost.intensity, "FLOPs/B")),
+        ("ridge", _per(roofline.critical_intensity(hw, dtype), "FLOPs/B")),
         ("T_math", fmt(t.t_math, "s")),
         ("T_comms (HBM)", fmt(t.t_comms, "s")),
-        ("time, lower bound", fmt(t.t_lower, "s")),
+        ("time", fmt(t.t_lower, "s")),
         ("bound", t.bound),
-        ("share of peak", f"{attained / peak:.0%}"),
+        ("of peak", f"{attained / peak:.0%}"),
     ]
 
 
@@ -271,7 +271,7 @@ def roofline_calculator(**defaults: Any) -> Calculator:
 def _collective_rows(op: str, chip: str, megabytes: float, devices: int, link: str) -> list[Row]:
     t = collectives.collective_time(op, megabytes * 1e6, devices, chip, link=link)
     return [
-        ("bandwidth per device", fmt(t.bytes_per_s, "B/s")),
+        ("bandwidth", fmt(t.bytes_per_s, "B/s")),
         ("bandwidth time", fmt(t.bandwidth_s, "s")),
         ("hops", f"{t.hops}"),
         ("latency time", fmt(t.latency_s, "s")),
@@ -309,17 +309,17 @@ def _training_rows(model: str, chip: str, n_chips: int, batch_mtokens: int, seq_
     best, step = plan.best, plan.best.step
     rows = [
         ("best scheme", best.scheme),
-        ("mesh", " x ".join(f"{name} {size}" for name, size in step.mesh.items())),
-        ("step time, lower bound", fmt(step.t_lower, "s")),
-        ("T_math (with bubble)", fmt(step.t_math + step.t_bubble, "s")),
+        ("mesh", " × ".join(f"{name} {size}" for name, size in step.mesh.items())),
+        ("step time", fmt(step.t_lower, "s")),
+        ("T_math + bubble", fmt(step.t_math + step.t_bubble, "s")),
         ("T_comms", fmt(step.t_comms, "s")),
         ("bound", step.bound),
-        ("MFU at the roofline", f"{best.mfu:.0%}"),
-        ("HBM used / HBM per chip", f"{fmt(best.memory.total_bytes, 'B')} / {fmt(best.memory.hbm_bytes or 0, 'B')}"),
+        ("MFU", f"{best.mfu:.0%}"),
+        ("memory / HBM", f"{fmt(best.memory.total_bytes, 'B')} / {fmt(best.memory.hbm_bytes or 0, 'B')}"),
     ]
     if len(plan.entries) > 1:
         second = plan.entries[1]
-        rows.append(("runner-up", f"{second.scheme}, {second.step.t_lower / step.t_lower:.2f}x the step time"))
+        rows.append(("runner-up", f"{second.scheme}, {second.step.t_lower / step.t_lower:.2f}×"))
     return rows
 
 
@@ -356,17 +356,17 @@ def _serving_rows(model: str, chip: str, n_chips: int, context_len: int, dtype: 
     except ValueError:
         usd = "no price in the text"
     return [
-        ("T_kv (cache reads)", fmt(s.t_kv, "s")),
-        ("T_weights (weight reads)", fmt(s.t_weights, "s")),
+        ("T_kv", fmt(s.t_kv, "s")),
+        ("T_weights", fmt(s.t_weights, "s")),
         ("T_math", fmt(s.t_math, "s")),
-        ("T_ici (collectives)", fmt(s.t_ici, "s")),
-        ("step time, lower bound", fmt(s.t_lower, "s")),
-        ("largest of weights, math, ici", s.bound),
-        ("throughput", _per(s.tokens_per_s, "tokens/s")),
-        ("per chip", _per(s.tokens_per_s_per_chip, "tokens/s")),
-        ("cost per million tokens", usd),
-        ("weights + KV caches / HBM", f"{fmt(s.memory_bytes, 'B')} / {fmt(s.hbm_bytes, 'B')}"),
-        ("fits in HBM", "yes" if s.fits else "NO"),
+        ("T_ici", fmt(s.t_ici, "s")),
+        ("step time", fmt(s.t_lower, "s")),
+        ("largest", s.bound),
+        ("tokens/s", fmt(round(s.tokens_per_s))),
+        ("per chip", fmt(round(s.tokens_per_s_per_chip))),
+        ("$ / M tokens", usd),
+        ("memory / HBM", f"{fmt(s.memory_bytes, 'B')} / {fmt(s.hbm_bytes, 'B')}"),
+        ("fits", "yes" if s.fits else "NO"),
     ]
 
 
