@@ -4,9 +4,11 @@ A training step on N chips with X the data axes (pure data parallelism or FSDP) 
 (tensor parallelism); the text's model (Part 5) treats every layer as two matrices W_in[D, F] and
 W_out[F, D] and asks when communication hides under the matmuls:
 
-    DP, FSDP:       compute-bound when B / X > C / (n_axes W)                  (per chip, tokens)
+    DP, FSDP:       compute-bound when B / X > C / (n_axes W)
+                    (per chip, tokens)
     tensor:         compute-bound when Y < n_axes F W / C
-    FSDP + tensor:  compute-bound when B / N > 4 alpha^2 / (M_X M_Y F),   alpha = C / W
+    FSDP + tensor:  compute-bound when B / N > 4 alpha^2 / (M_X M_Y F),
+                    alpha = C / W
     optimal FSDP:   X_opt = sqrt(B M_X N / (F M_Y))
     DCN across pods: compute-bound when B_pod > C_pod / W_dcn,pod
 
@@ -143,7 +145,8 @@ def fsdp_degree_range(
     """FSDP degrees X for which mixed FSDP + tensor parallelism is compute-bound: (low, high), or None.
 
     Roots of F X^2 / (N M_X) - X B F / (N alpha) + B / M_Y = 0 (communication equals math):
-        X = M_X (B / (2 alpha)) +- M_X sqrt(B^2 F^2 - 4 alpha^2 F B N / (M_X M_Y)) / (2 alpha F)
+        X = M_X (B / (2 alpha))
+            +- M_X sqrt(B^2 F^2 - 4 alpha^2 F B N / (M_X M_Y)) / (2 alpha F)
     None when the discriminant is negative (B / N below `compute_bound_batch_per_chip(chip, strategy="fsdp+tp")`).
     With M_X = 2, M_Y = 1 the larger root is the text's X = B / alpha + sqrt(B^2 F^2 - 2 alpha^2 F B N) / (alpha F).
     Book: Part 6, "How to shard LLaMA 3-70B for training"; Part 5, Appendix C.
@@ -260,8 +263,10 @@ def layer_costs(
     FLOPs: 4BDF / (XY) forward, 8BDF / (XY) backward. Bytes, with p the bytes of a `dtype` value
     (`LAYER_COST_FORMULAS` writes them for bf16, p = 2):
         DP:      0 forward; AllReduce_X of both weights backward, 2 * 2 p D F
-        FSDP:    AllGather_X of both weights (2 p D F) forward; both again plus their ReduceScatter back
-        TP:      AllGather_Y In and ReduceScatter_Y Out, 2 p B D, in each pass (In kept for the backward)
+        FSDP:    AllGather_X of both weights (2 p D F) forward;
+                 both again plus their ReduceScatter back
+        TP:      AllGather_Y In and ReduceScatter_Y Out, 2 p B D, in each pass
+                 (In kept for the backward)
         FSDP+TP: TP's traffic / X plus FSDP's / Y
     Compute-bound in a pass while its FLOPs per byte (`LayerCost.intensity`) exceed C / W.
     Book: Part 5, "Key Takeaways" (the table of compute and comms per layer) and Appendix B.

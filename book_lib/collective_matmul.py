@@ -4,11 +4,15 @@ How to call them (chapter 10), on float inputs, with a mesh axis of n devices (d
 mesh named "Y" over `devices.mesh_devices()`):
 
     from book_lib import collective_matmul as cm
-    out = cm.allgather_matmul(a, w)          # A[B, D_Y] @ W[D, F_Y] -> Out[B, F_Y]
-    ref = cm.allgather_matmul_blocking(a, w) # AllGather_Y(A), then the local matmul
-    out = cm.matmul_reducescatter(t, w2)     # Tmp[B, F_Y] @ W2[F_Y, D] -> Out[B, D_Y]
+    # A[B, D_Y] @ W[D, F_Y] -> Out[B, F_Y]
+    out = cm.allgather_matmul(a, w)
+    # AllGather_Y(A), then the local matmul
+    ref = cm.allgather_matmul_blocking(a, w)
+    # Tmp[B, F_Y] @ W2[F_Y, D] -> Out[B, D_Y]
+    out = cm.matmul_reducescatter(t, w2)
     ref = cm.matmul_reducescatter_blocking(t, w2)
-    compiled = jax.jit(cm.allgather_matmul).lower(a, w).compile()   # HLO: collective-permutes only
+    # HLO: collective-permutes only
+    compiled = jax.jit(cm.allgather_matmul).lower(a, w).compile()
 
 Pass `mesh=` and `axis_name=` for another mesh; `batch_axis=` shards B over a second axis, as
 the text's A[B_X, D_Y]. The collective versions run n - 1 `ppermute`s of one chunk each and no

@@ -5,9 +5,12 @@ own shared memory; eight GPUs of a node reach each other in one hop through NVSw
 over a slower scale-out network (`link="dcn"` in `book_lib.collectives`, each GPU's share of its node's
 egress, `Chip.dcn_bytes_per_s_per_chip`). An AllReduce that spans nodes is done in three steps:
 
-    ReduceScatter of V inside each node (NVLink)     -> each GPU holds V / g, reduced over its node
-    AllReduce of V / g across the n nodes (scale-out) -> each GPU's piece reduced over every node
-    AllGather of V inside each node (NVLink)          -> every GPU holds the whole reduced array
+    ReduceScatter of V inside each node (NVLink)
+        -> each GPU holds V / g, reduced over its node
+    AllReduce of V / g across the n nodes (scale-out)
+        -> each GPU's piece reduced over every node
+    AllGather of V inside each node (NVLink)
+        -> every GPU holds the whole reduced array
 
 with g GPUs per node, so the slow network carries V / g per GPU instead of V.
 
@@ -150,8 +153,10 @@ def hierarchical_all_reduce(
 
     With g = chips_per_pod GPUs per node, W_node = ici_links * ici_bytes_per_s and W_out =
     dcn_bytes_per_s_per_chip (each GPU's share of its node's scale-out egress):
-        ReduceScatter (g - 1) / g * V / W_node + AllReduce 2 (n - 1) / n * (V / g) / W_out
-        + AllGather (g - 1) / g * V / W_node, each max-ed with its hops' latency (`collectives`).
+        ReduceScatter (g - 1) / g * V / W_node
+        + AllReduce 2 (n - 1) / n * (V / g) / W_out
+        + AllGather (g - 1) / g * V / W_node,
+        each max-ed with its hops' latency (`collectives`).
     For large n the middle term tends to V / (4 W_out) when g = 8: the node's whole egress works on it.
     Book: Part 2, Appendix A (NVLink "cliques" and the slower network beyond them); Part 3, "Case 3".
 

@@ -2,12 +2,16 @@
 
 A decode step of a dense model with batch B at context S on n chips (Part 7, equation 4):
 
-    t_kv      = B S kv_bytes_per_token / (n W_hbm)          every sequence reads its own KV cache
-    t_weights = P_read weight_bytes / (n W_hbm)             every step reads every weight once (an MoE:
-                                                            only the experts its batch touches)
-    t_math    = 2 B P_active / (n C)                        the linears; attention's FLOPs are negligible
-    t_ici     = per layer, an AllGather and a ReduceScatter of the [B, D] activations around the
-                attention block and around the MLP (Megatron model parallelism over the slice)
+    t_kv      = B S kv_bytes_per_token / (n W_hbm)
+                  every sequence reads its own KV cache
+    t_weights = P_read weight_bytes / (n W_hbm)
+                  every step reads every weight once (an MoE:
+                  only the experts its batch touches)
+    t_math    = 2 B P_active / (n C)
+                  the linears; attention's FLOPs are negligible
+    t_ici     = per layer, an AllGather and a ReduceScatter of the [B, D]
+                activations around the attention block and around the MLP
+                (Megatron model parallelism over the slice)
 
 The text's estimate is t_kv + max(t_weights, t_math): attention never becomes compute-bound, the
 linears turn compute-bound above the critical batch. We add t_ici to the max (it overlaps with the

@@ -3,10 +3,16 @@
 How to call them (chapter 10), as JAX's own Pallas ops are called (jitted, a block-size config):
 
     from book_lib import kernels, tiling
-    print(kernels.backend().describe())   # compiled (TPU v4+, GPU) or interpreted, and why
-    z = kernels.matmul(x, y)              # x: f32[M, K], y: f32[K, N] -> f32[M, N]
-    z = kernels.matmul(x, y, block_sizes=tiling.BlockSizes(block_m=128, block_n=128, block_k=128))
-    o = kernels.flash_attention(q, k, v, causal=True)   # q: f32[T, H], k, v: f32[S, H] -> f32[T, H]
+    # compiled (TPU v4+, GPU) or interpreted, and why
+    print(kernels.backend().describe())
+    # x: f32[M, K], y: f32[K, N] -> f32[M, N]
+    z = kernels.matmul(x, y)
+    z = kernels.matmul(
+        x, y,
+        block_sizes=tiling.BlockSizes(block_m=128, block_n=128, block_k=128),
+    )
+    # q: f32[T, H], k, v: f32[S, H] -> f32[T, H]
+    o = kernels.flash_attention(q, k, v, causal=True)
 
 The block sizes, their cost and the tolerance are pure arithmetic in `tiling` (no JAX needed):
 left out, a matmul's blocks are `tiling.block_sizes(devices.chip(), M, N, K, dtype)` and flash

@@ -109,9 +109,12 @@ def elementwise_bytes_per_token(cfg: TransformerConfig, *, tensor: int, activati
     Each op reads its inputs and writes its output once (no fusion across ops, none inside a matmul):
         norms        n_norm x (read D + write D)
         residuals    2 x (read 2 D + write D)
-        RoPE         read + write of the rotated query and key dims: 2 (N + K) H, MLA: 2 (N + 1) R
-        activation   k' x (read 2 F + write F) gated, (read F + write F) plain; k' = 1 dense, k + shared MoE
-        routing      MoE only: k copies of D out to the experts and back, each read and written: 4 k D
+        RoPE         read + write of the rotated query and key dims:
+                     2 (N + K) H, MLA: 2 (N + 1) R
+        activation   k' x (read 2 F + write F) gated, (read F + write F) plain;
+                     k' = 1 dense, k + shared MoE
+        routing      MoE only: k copies of D out to the experts and back,
+                     each read and written: 4 k D
     times p, the bytes of activation_dtype, divided by `tensor` (every width is sharded: D-wide arrays
     by sequence parallelism, F and the heads by tensor parallelism). The softmax and the attention
     scores stay on chip in a flash-attention kernel and cost no HBM bytes here. A backward pass moves

@@ -3,9 +3,12 @@
 Pure Python, no JAX: the arithmetic behind `kernels` runs anywhere.
 
     from book_lib import tiling
-    blocks = tiling.block_sizes("v5e", 4096, 4096, 4096, "bf16")   # BlockSizes(block_m=512, ...)
-    cost = tiling.tile_cost("v5e", blocks, 4096, "bf16")            # footprint, budget, intensity
-    r = tiling.tolerance("fp32", 4096)                              # rtol of a kernel against jnp
+    # BlockSizes(block_m=512, ...)
+    blocks = tiling.block_sizes("v5e", 4096, 4096, 4096, "bf16")
+    # footprint, budget, intensity
+    cost = tiling.tile_cost("v5e", blocks, 4096, "bf16")
+    # rtol of a kernel against jnp
+    r = tiling.tolerance("fp32", 4096)
 
 `BlockSizes` (a matmul's tiles) and `FlashBlockSizes` (flash attention's) are the configs that
 `kernels.matmul(x, y, block_sizes=...)` and `kernels.flash_attention(..., block_sizes=...)` take, as

@@ -4,9 +4,11 @@ One `TransformerConfig` describes a decoder-only Transformer with grouped-query 
 (optionally gated) MLP that may be split into experts, RMSNorm weights and an input embedding with
 an optional separate output layer. Its methods turn the shapes into counts:
 
-    params per layer  = D (N + 2K) H [+ (N + 2K) H biases] + N H D + E m D F [+ D E router] + n_norm D
+    params per layer  = D (N + 2K) H [+ (N + 2K) H biases] + N H D
+                        + E m D F [+ D E router] + n_norm D
     params            = V D + L * (params per layer) + D [+ D V when not tied]
-    FLOPs per token   = 2 * (weights touched per token) + 4 L S N H      (forward, bidirectional)
+    FLOPs per token   = 2 * (weights touched per token) + 4 L S N H
+                        (forward, bidirectional)
 
 with L layers, D = d_model, F = d_ff, N query heads, K key/value heads, H = head_dim, V = vocab,
 E experts of m = 3 (gated) or 2 matrices each, n_norm norms per layer and S keys attended to.
@@ -286,9 +288,11 @@ class TransformerConfig:
         """Every operation of the model with its FLOPs and weights: the book's accounting tables (rows).
 
         For batch_tokens = B T tokens, each attending to S = seq_len keys, c = 3 when training else 1:
-            weight matmul A[.., P] . W[P, Q]:   2 c B T P Q FLOPs, P Q weights (6BTDF for W_in1)
+            weight matmul A[.., P] . W[P, Q]:   2 c B T P Q FLOPs, P Q weights
+                                                (6BTDF for W_in1)
             QK^T and PV, each:                  2 c B T S N H FLOPs (halved when causal)
-            norms, softmax, gating, lookup:     0 FLOPs (the book's O(BTD), O(BTSN), O(BTF))
+            norms, softmax, gating, lookup:     0 FLOPs
+                                                (the book's O(BTD), O(BTSN), O(BTF))
         Groups follow `breakdowns.OP_GROUPS`; `param_breakdown` and `flops_breakdown` are sums over these rows.
         Book: Part 4 (Transformers), "Global FLOPs and Params Calculation" (its MLP, attention and
         other-operations tables).
@@ -351,7 +355,8 @@ class TransformerConfig:
         """Dot-product attention FLOPs over weight-matmul FLOPs at `seq_len` (ratio; same in training).
 
         ratio = 4 L S N H / matmul, with matmul one of
-            "layers": qkvo + mlp + router (the book's per-layer comparison; S / 8D for MHA, F = 4D, gated)
+            "layers": qkvo + mlp + router (the book's per-layer comparison;
+                      S / 8D for MHA, F = 4D, gated)
             "qkvo":   the four attention projections only
             "model":  every weight matmul, the output layer included
         Book: Part 4 (Transformers), "Fractional cost of attention with context length".
@@ -432,12 +437,14 @@ class TransformerConfig:
     def saved_arrays_per_layer(self, remat: str = "block") -> int:
         """Activation arrays of shape [B, T, width] one layer keeps for the backward pass, any width (count).
 
-        "none":        20, the book's rough tally of every intermediate (`SAVE_ALL_D_MULTIPLE`)
-        "block":       1, the layer's input
-        "big_matmuls": one output per weight matmul of a layer, counted from `op_rows`: 4 projections
-                       + k m MLP matmuls = 7 for a dense gated layer (the book's "about 7"; the small
-                       MoE router's output is left out, as in `saved_values_per_token_layer`)
-        "mlp_matmuls": the k m MLP matmul outputs only
+            "none":        20, the book's rough tally of every intermediate
+                           (`SAVE_ALL_D_MULTIPLE`)
+            "block":       1, the layer's input
+            "big_matmuls": one output per weight matmul of a layer, counted from
+                           `op_rows`: 4 projections + k m MLP matmuls = 7 for a dense
+                           gated layer (the book's "about 7"; the small MoE router's
+                           output is left out, as in `saved_values_per_token_layer`)
+            "mlp_matmuls": the k m MLP matmul outputs only
         `saved_values_per_token_layer` adds up the same arrays by their real widths (N H, K H, F, D).
         Book: Part 4 (Transformers), "Gradient checkpointing"; Problem 4.6.
 
