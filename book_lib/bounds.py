@@ -69,9 +69,13 @@ def compute_bound_batch_per_chip(
 ) -> float:
     """Tokens per chip above which a layer's collectives hide under its matmuls over ICI (tokens).
 
-    "dp", "fsdp":  B / X > C / (n_axes W)            (TPU v5p: 2550 on one axis, 850 on three)
-    "fsdp+tp":     B / N > 4 alpha^2 / (M_X M_Y F),  alpha = C / W, M_X = fsdp_axes, M_Y = tp_axes
-                   (two FSDP axes and one tensor axis by default: 2 alpha^2 / F)
+        "dp", "fsdp":  B / X > C / (n_axes W)
+                       (TPU v5p: 2550 on one axis, 850 on three)
+        "fsdp+tp":     B / N > 4 alpha^2 / (M_X M_Y F),
+                       alpha = C / W, M_X = fsdp_axes, M_Y = tp_axes
+                       (two FSDP axes and one tensor axis by default:
+                       2 alpha^2 / F)
+
     C = bf16 peak (`Chip.peak_ops_per_s`), W = `ici_axis_bytes_per_s`, F = d_ff.
     Book: Part 5, "Data Parallelism", "Fully-Sharded Data Parallelism" and "Mixed FSDP and Tensor
     Parallelism" (and its Appendix C).

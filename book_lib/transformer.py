@@ -201,12 +201,15 @@ class TransformerConfig:
     def param_breakdown(self, *, active: bool = False) -> ParamBreakdown:
         """Parameters by component (counts); with `active=True` only the k routed experts count.
 
-        embedding = V D
-        attention = L (D N H + 2 D K H + N H D + [(N + 2K) H if qkv_bias])
-        mlp       = L E' m D F, E' = E (all) or k (active), m = 3 gated / 2 plain
-        router    = L D E when E > 1, else 0 (a token always goes through the whole gate)
-        norms     = L n_norm D + D (the final norm)
-        output    = D V, or 0 when the embedding is tied
+            embedding = V D
+            attention = L (D N H + 2 D K H + N H D + [(N + 2K) H if qkv_bias])
+            mlp       = L E' m D F, E' = E (all) or k (active),
+                        m = 3 gated / 2 plain
+            router    = L D E when E > 1, else 0
+                        (a token always goes through the whole gate)
+            norms     = L n_norm D + D (the final norm)
+            output    = D V, or 0 when the embedding is tied
+
         Book: Part 4 (Transformers), "Global FLOPs and Params Calculation"; Part 6, "Counting parameters and FLOPs".
         """
         totals = dict.fromkeys(_PARAM_FIELD.values(), 0)
@@ -404,11 +407,17 @@ class TransformerConfig:
     ) -> float:
         """Activation values one layer keeps per token for the backward pass under `remat` (count).
 
-        "none":        20 D  (the book's rough count of every intermediate; nothing recomputed)
-        "block":       D     (only the layer input; the backward pass reruns the whole forward)
-        "mlp_matmuls": k ((m - 1) F + D)  (outputs of the MLP matmuls; m = 3 gated gives 2F + D)
-        "big_matmuls": N H + 2 K H + D + k ((m - 1) F + D)  (outputs of q, k, v, o and the MLP matmuls)
-        "custom":      checkpoints_per_layer * D  (the book's "c checkpoints per layer", e.g. 4 in Part 6)
+            "none":        20 D  (the book's rough count of every intermediate;
+                           nothing recomputed)
+            "block":       D  (only the layer input; the backward pass reruns
+                           the whole forward)
+            "mlp_matmuls": k ((m - 1) F + D)  (outputs of the MLP matmuls;
+                           m = 3 gated gives 2F + D)
+            "big_matmuls": N H + 2 K H + D + k ((m - 1) F + D)
+                           (outputs of q, k, v, o and the MLP matmuls)
+            "custom":      checkpoints_per_layer * D  (the book's "c checkpoints
+                           per layer", e.g. 4 in Part 6)
+
         Widths are the real output widths; the book's "about 7 per layer" for big matmuls counts each as D.
         Book: Part 4 (Transformers), "Gradient checkpointing"; Part 5, Q2; Part 6, "Counting parameters and FLOPs".
 
@@ -471,10 +480,15 @@ class TransformerConfig:
     ) -> TrainingMemory:
         """Bytes a training step holds across all chips, by kind (bytes).
 
-        params_bytes      = P * bytes of param_dtype       (P = param_count(), every expert)
-        grads_bytes       = P * bytes of grad_dtype        (0 when grad_dtype is None)
-        optimizer_bytes   = P * optimizer_bytes_per_param  (Adam: two fp32 moments = 8)
-        activations_bytes = batch_tokens * L * saved_values_per_token_layer(remat) * bytes of activation_dtype
+            params_bytes      = P * bytes of param_dtype
+                                (P = param_count(), every expert)
+            grads_bytes       = P * bytes of grad_dtype (0 when grad_dtype is None)
+            optimizer_bytes   = P * optimizer_bytes_per_param
+                                (Adam: two fp32 moments = 8)
+            activations_bytes = batch_tokens * L
+                                * saved_values_per_token_layer(remat)
+                                * bytes of activation_dtype
+
         The book's tallies (Part 5 Question 2, Part 6) count no gradients: pass grad_dtype=None to match
         them. Logits, softmax buffers and other temporaries that the policy does not name are left out.
         Book: Part 4 (Transformers), "Gradient checkpointing"; Part 6, "Counting parameters and FLOPs".
