@@ -26,7 +26,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from book_lib import hardware
+from book_lib import hardware, numfmt
 from exercises.keys import Key, keys_for
 
 __all__ = [
@@ -66,8 +66,17 @@ def sci(x: float, digits: int = 3) -> str:
 
 
 def comma(x: float) -> str:
-    """`x` with thousands separators, to the nearest integer: 16384 -> 16,384."""
+    """`x` with comma thousands, to the nearest integer: 16384 -> 16,384.
+
+    For LaTeX math only, as `comma(x).replace(",", "{,}")`; prose writes a number with `grouped`
+    or `fmt` (`book_lib.numfmt`), never with a comma.
+    """
     return f"{round(x):,}"
+
+
+def grouped(x: float) -> str:
+    """`x` to the nearest integer, its thousands split by a thin no-break space: 16384 -> "16 384"."""
+    return numfmt.grouped(round(x))
 
 
 def py(value) -> str:
@@ -99,6 +108,8 @@ TEMPLATE_NAMES = ("pts", "total_points")
 HELPERS = {
     "sci": sci,
     "comma": comma,
+    "grouped": grouped,
+    "fmt": numfmt.fmt,
     "py": py,
     "chip_name": chip_name,
     "get_chip": hardware.get_chip,

@@ -197,6 +197,13 @@ def test_the_texts_printed_answers_score_full_where_its_model_gives_them(assignm
     assert printed or getattr(module, "NOTHING_PRINTED", ""), (
         "list the text's printed answers, or say why there are none"
     )
+    unprinted = getattr(module, "UNPRINTED", {})
+    assert not set(printed) & set(unprinted), "a question is printed or not, not both"
+    assert set(printed) | set(unprinted) == set(keys), (
+        "every question is in PRINTED (the text's printed answer, graded full) or in UNPRINTED (why not): "
+        f"missing {sorted(set(keys) - set(printed) - set(unprinted))}"
+    )
+    assert all(len(reason.split()) >= 4 for reason in unprinted.values()), "each UNPRINTED reason is a sentence"
 
 
 def test_the_texts_own_constants_give_its_answers_and_the_grader_takes_them():

@@ -6,7 +6,7 @@ import dataclasses
 import random
 
 from book_lib import collectives, hardware, roofline, systolic, topology
-from exercises.keys import JaxCheck, Key, redraw
+from exercises.keys import JaxCheck, Key, redraw, text_chip
 
 V4 = hardware.get_chip("tpu-v4")
 V5E = hardware.get_chip("tpu-v5e")
@@ -141,8 +141,9 @@ def _fits_load(v: dict) -> bool:
     return _chip(v["tpu"]).hbm_bytes / 8 <= 2 * v["params_b"] * 1e9 / v["n_chips"] <= _chip(v["tpu"]).hbm_bytes
 
 
-def _pod(tpu: str, prefix: str) -> dict[str, float]:
-    pod = topology.pod(tpu)
+def _pod(tpu: str, prefix: str, *, text_gb: bool = False) -> dict[str, float]:
+    """A full pod's counts; `text_gb`: with the chip's HBM as the text's table prints it (GB of 1e9 bytes)."""
+    pod = topology.pod(text_chip(tpu) if text_gb else tpu)
     return {
         f"{prefix}_hosts": pod.n_hosts,
         f"{prefix}_cores": pod.n_cores,
@@ -330,6 +331,8 @@ KEYS = {
         names=tuple(_pod(V5E, "pod_a")),
         kind="value",
         expected=lambda tpu: _pod(tpu, "pod_a"),
+        also=(lambda tpu: _pod(tpu, "pod_a", text_gb=True),),
+        rel_tol=0.02,  # the text's 5.1e16: the v5e's peak rounded to 2e14
         params={"tpu": "tpu-v5e"},
         draw=lambda r: {"tpu": r.choice(("tpu-v3", "tpu-v4"))},
     ),
@@ -337,6 +340,7 @@ KEYS = {
         names=tuple(_pod(V5P, "pod_b")),
         kind="value",
         expected=lambda tpu: _pod(tpu, "pod_b"),
+        also=(lambda tpu: _pod(tpu, "pod_b", text_gb=True),),  # the text's 860 TB: 96 GB of 1e9 bytes per chip
         params={"tpu": "tpu-v5p"},
         draw=lambda r: {"tpu": r.choice(("tpu-v2", "tpu-v6e"))},
     ),
@@ -483,8 +487,8 @@ def send_to_last(x, n_devices):
 }
 
 # The text's printed answers where its model gives them (tests/test_exercises.py): the grader accepts
-# each. Left out: Q2's pods (the text rounds the peaks to one figure and counts GB where the table means
-# GiB). Q1's "around 10 ms" is accepted at 5 %; Q6a's reading of the 2^34-byte matrix as 16e9 bytes
+# each. Q1's "around 10 ms" is accepted at 5 %; Q2's pods at 2 % (the v5e's peak rounded to 2e14) and
+# with the table's GB of 1e9 bytes through `also`; Q6a's reading of the 2^34-byte matrix as 16e9 bytes
 # through `also`.
 PRINTED = {
     "ch02_q1_load_time": {"load_time_s": 10e-3},
@@ -493,4 +497,39 @@ PRINTED = {
     "ch02_q4b_hbm_batch": {"hbm_batch_tokens": 271},
     "ch02_q4d_vmem_batch": {"vmem_batch_tokens": 11},
     "ch02_q5_ici_transfer": {"first_byte_s": 6e-6, "transfer_s": 188e-6},
+    # 256 * 16 = "4TB": 4096 GiB of the v5e's 16 GiB chips; 16*16*2e14 = 5.1e16
+    "ch02_q2a_v5e_pod": {"pod_a_hosts": 32, "pod_a_cores": 256, "pod_a_flops_per_s": 5.1e16, "pod_a_hbm_bytes": 2**42},
+    # the current text's 8960 * 4.59e14 = 4.1e18 (the February 2025 text's 4e18 used 4.5e14) and 8960 * 96 = 860TB
+    "ch02_q2b_v5p_pod": {
+        "pod_b_hosts": 2240,
+        "pod_b_cores": 17_920,
+        "pod_b_flops_per_s": 4.1e18,
+        "pod_b_hbm_bytes": 860e12,
+    },
+    "ch02_q6e_allgather": {"allgather_s": 16e9 / (4.5e10 * 2)},  # "a full AllGather would also take roughly" this
+}
+
+# Why the text's answer to each other question is not in PRINTED.
+UNPRINTED: dict[str, str] = {
+    "ch02_q0a_mxu_clock": "a function question: graded on its inputs; the text prints only the v5e's 1.5 GHz, "
+    "no table of outputs",
+    "ch02_q0b_systolic_busy": "a function question: graded on its inputs, and the text prints no answer to it",
+    "ch02_q0c_hop_count": "a function question: graded on its inputs, and the text prints no table of hop counts",
+    "ch02_q0d_wrap_axes": "a choice question: PRINTED holds numbers only (the text's answer, a wraparound on the "
+    "longer axis of a v5e 8x16, is the key's)",
+    "ch02_q0e_diameters": "the text prints no diameter for either slice",
+    "ch02_q0f_dcn_send": "the text prints no answer to this question",
+    "ch02_q3b_pcie_min_d": "the text prints no answer to this part: it assumes B << D throughout",
+    "ch02_q3c_pcie_batch_exact": "a function question: graded on its inputs; the text prints only the B << D "
+    "approximation",
+    "ch02_q4a_hbm_time": "a function question: graded on its inputs; the text prints the max of two times, no "
+    "table of outputs",
+    "ch02_q4c_vmem_time": "a function question: graded on its inputs; the text prints the formula, no table of outputs",
+    "ch02_q6b_bounds": "the text prints the four steps but not their sum, and for the overlapped time a range, "
+    "about 150-200 ms",
+    "ch02_q6c_route": "a choice question: PRINTED holds numbers only (the text's answer, option 2 through PCIe "
+    "and ICI, is the key's)",
+    "ch02_q6d_dcn_route": "the text rejects the DCN route in words and prints no time for it",
+    "ch02_q7a_send_to_last": "a JAX program, judged by running it",
+    "ch02_q7b_ring_hops": "the text prints no answer to this question",
 }

@@ -851,4 +851,57 @@ PRINTED = {
     "ch03_q2c_all_reduce_z": {"all_reduce_z_s": 11.6e-6},
     "ch03_q4b_comms_bound_batch": {"comms_bound_below_tokens": 2550},
     "ch03_q4c_strategy_2_d": {"strategy_2_wins_above_d": 5100},
+    "ch03_q0a_pop_quiz_bytes": {"bytes_per_device": 16_384, "bytes_all_devices": 512 * 1024},  # "512kiB"
+    "ch03_q0b_gather_big": {"gather_big_s": 560e-6},  # 3 * 8.4e6 / 4.5e10: no wraparound on a 4-chip axis
+    "ch03_q0c_gather_small": {"gather_small_s": 3e-6},  # 3 hops of 1 us
+    "ch03_q0e_latency_bytes": {"latency_bound_below_bytes": 45e3},  # 4.5e10 * 1e-6 = 45kB
+    "ch03_q1_replication": {"total_over_one_copy": 16},
+    "ch03_q3a_small_gather": {"small_gather_s": 2e-6},  # 2 hops of 1 us
+    "ch03_q10c_ratio_one_way": {"link_ratio_one_way": 0.5},  # an AllToAll is half an AllGather one way round
+}
+
+# Why the text's answer to each other question is not in PRINTED.
+UNPRINTED: dict[str, str] = {
+    "ch03_q0d_small_bound": "a choice question: PRINTED holds numbers only (the text's answer, latency-bound, is "
+    "the key's)",
+    "ch03_q0f_ring_all_gather": "a JAX program, judged by running it",
+    "ch03_q3b_small_bound": "a choice question: PRINTED holds numbers only (the text's answer, latency-bound, is "
+    "the key's)",
+    "ch03_q4a_strategy_times": "a function question: graded on its inputs; the text prints the four times as "
+    "formulas, no table of outputs",
+    "ch03_q4d_better_strategy": "a choice question: PRINTED holds numbers only (the text's rule, strategy 2 when "
+    "D > 5100, gives the key's answer)",
+    "ch03_q5a_min_latency_dim": "a choice question, and the text prints no answer to problem 3.5 beyond naming "
+    "the candidate shardings",
+    "ch03_q5b_min_latency_s": "the text prints no numbers for problem 3.5",
+    "ch03_q5c_flops_per_chip": "the text prints no numbers for problem 3.5",
+    "ch03_q5d_contracting_s": "the text prints no numbers for problem 3.5",
+    "ch03_q6a_main_collective": "a choice question, and the text prints no answer to problem 3.6",
+    "ch03_q6b_main_times": "the text prints no answer to problem 3.6",
+    "ch03_q6c_part1_collective": "a choice question, and the text prints no answer to problem 3.6",
+    "ch03_q6d_part1_times": "the text prints no answer to problem 3.6",
+    "ch03_q6e_part2_math": "the text prints no answer to problem 3.6",
+    "ch03_q7a_weight_bytes": "the text prints each whole matrix's 536MB (in its current version), not the bytes "
+    "per chip asked here",
+    "ch03_q7b_shard_dim": "a choice question: PRINTED holds numbers only (the current text's partial answer "
+    "favours tensor parallelism, splitting F, the key's answer)",
+    "ch03_q7c_mlp_comms": "the text leaves the time of problem 3.7 as an exercise and prints no number",
+    "ch03_q7d_mlp_math": "the text leaves the time of problem 3.7 as an exercise and prints no number",
+    "ch03_q7e_weight_load": "the text prints no weight-load time for problem 3.7",
+    "ch03_q7f_mlp_bound": "a choice question, and the text prints no answer to it",
+    "ch03_q8_all_to_all": "a JAX program, judged by running it",
+    "ch03_q9a_matmul_all_reduce": "a JAX program, judged by running it",
+    "ch03_q9b_matmul_reduce_scatter": "a JAX program, judged by running it",
+    "ch03_q9c_comm_ratio": "a function question: graded on its inputs; the text prints the ratio M / K, no table "
+    "of outputs",
+    "ch03_q10a_gather_link": "a function question: graded on its inputs; the text prints N^2 (1 - 1/D), no table "
+    "of outputs",
+    "ch03_q10b_all_to_all_link": "a function question: graded on its inputs; the text prints N^2 / 2 (1 - 1/D), "
+    "no table of outputs",
+    "ch03_q10d_gather_link_both": "a function question: graded on its inputs; the text prints half the one-way "
+    "count, no table of outputs",
+    "ch03_q10e_all_to_all_link_both": "a function question: graded on its inputs; the text prints only the "
+    "large-D limit, no table of outputs",
+    "ch03_q10f_ratio_both": "the text prints the large-ring limit, a factor of 4, not the ratio at the D = 16 "
+    "this question asks for (3.75)",
 }

@@ -408,4 +408,32 @@ PRINTED = {
     "ch04_q1b_attention_share": {"attention_share_q1": 0.25},
     "ch04_q7_deepseek_mfu": {"training_mfu": 0.217},
     "ch04_q8b_moe_deepseek": {"moe_batch_tokens": 3840},
+    "ch04_q0b_kv_example": {"kv_cache_bytes": 8 * 2**30},  # 2 * 8192 * 64 * 8192 = 8GiB
+    "ch04_q1c_kv_bytes": {"kv_bytes_per_token_q1": 512 * 1024},  # 2 * 64 * 4096 = "512kB" (512 KiB)
+    "ch04_q5_crossover": {"crossover_tokens_q5": 8192},  # T = 2D
+}
+
+# Why the text's answer to each other question is not in PRINTED.
+UNPRINTED: dict[str, str] = {
+    "ch04_q0c_crossover": "the text's 64K tokens for D = 8192 is the key's, but for Gemma it applies T = 8D (37k; "
+    "32k in the February 2025 text), whose F = 4D, NH = D assumptions the model's given shapes break (69,120)",
+    "ch04_q0d_unembed_flops": "a function question: graded on its inputs; the text prints 6BTDV, no table of outputs",
+    "ch04_q1a_params": "the text's 16B computes with D and F rounded to 4e3 and 16e3; its own formula with the "
+    "given sizes gives 17.4e9, 8 % more",
+    "ch04_q2_sharded_flops": "a function question: graded on its inputs; the text prints the formulas, no table "
+    "of outputs",
+    "ch04_q3_contraction_flops": "a function question: graded on its inputs; the text prints 2IJKLMNO, no table "
+    "of outputs",
+    "ch04_q4a_attention_intensity": "a function question: graded on its inputs; the text prints the formula, no "
+    "table of outputs",
+    "ch04_q4b_prefill_length": "the text's S = 240 drops its own formula's G / (G + 1) factor, which for G = 1 "
+    "gives 480 (486 at 8.1e11 bytes/s): a slip in the text",
+    "ch04_q4c_attention_time": "a function question: graded on its inputs; the text asks for a plot and prints none",
+    "ch04_q6a_remat_work": "a choice question: PRINTED holds numbers only (the current text's answer, the two "
+    "attention products, is the key's)",
+    "ch04_q6b_remat_flops": "a function question: graded on its inputs; the current text prints 4BT^2NH, no "
+    "table of outputs",
+    "ch04_q8a_moe_batch": "a function question: graded on its inputs; the text prints B > 120 E / k, no table of "
+    "outputs",
+    "ch04_q9_online_softmax": "a JAX program, judged by running it",
 }

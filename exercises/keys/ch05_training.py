@@ -327,17 +327,33 @@ def fsdp_forward(x, w_in, w_out):
 """,
 }
 
-# The text's printed answers: the grader accepts each (tests/test_exercises.py). Left out, with why:
-# q0e (given as a bound, ~11, not an
-# integer), q0f (13.9, an arithmetic slip: the formula gives 13.7), q0g (its slice bound is printed as
-# 1.6e10), q3b and q3d (the solution prints one of the names only: a total of 8 TB, 3.48M, 940).
+# The text's printed answers: the grader accepts each (tests/test_exercises.py); UNPRINTED says why the rest are not.
 PRINTED = {
     "ch05_q0a_dp_max_params": {"dp_max_params": 9.6e9},  # 96 GB / 10 bytes, with the text's 96e9 bytes
     "ch05_q0b_dp_batch": {"dp_batch_one_axis": 2550, "dp_batch_three_axes": 850, "dp_pod_batch_tokens": 7.6e6},
     "ch05_q0c_fsdp_chips": {"fsdp_max_chips": 47000},
     "ch05_q0d_fsdp_days": {"fsdp_training_days": 17},
+    "ch05_q0e_max_tp": {"max_tp_degree": 11},  # "Y > n_axes * F / 2550 ~ n_axes * 11" for LLaMA-3 70B, one axis
     "ch05_q0h_dcn_batch": {"dcn_batch_per_pod": 76000},
     "ch05_q0i_zero_memory": {"zero0_bytes": 120e9, "zero1_bytes": 31.4e9, "zero2_bytes": 16.6e9, "zero3_bytes": 1.9e9},
     "ch05_q1_params": {"params_13b": 13.1e9},
     "ch05_q2_memory": {"weights_optimizer_bytes": 130e9, "activation_bytes": 42e12},
+    # its "almost exactly 8e12 = 8TB" over the 16x16x16 slice's 4096 chips, and its "850 * 4096 = 3.48M" tokens
+    "ch05_q3b_fsdp": {"fsdp_bytes_per_chip": 8e12 / 4096, "fsdp_min_batch_tokens": 3.48e6},
+}
+UNPRINTED = {
+    "ch05_q0f_optimal_fsdp": "the text's printed 13.9 is a slip for its own formula's 13.7: the chapter notes it",
+    "ch05_q0g_mixed_bound": (
+        "the text prints roughly 400 per chip, but its slice bound 1.6e10 is a typo for its own expression's "
+        "1.6e6 tokens: an erratum in the chapter"
+    ),
+    "ch05_q0j_bubble": "a function question: graded on its inputs, the text prints no table of outputs",
+    "ch05_q3a_pure_dp": "a choice question: PRINTED holds numbers only; the text's answer, no for memory, is the key's",
+    "ch05_q3c_pure_fsdp": (
+        "a choice question: PRINTED holds numbers only; the text's answer, no for communication, is the key's"
+    ),
+    "ch05_q3d_mixed": "the text prints only the batch bound per chip (940), not the FSDP degree or the step time",
+    "ch05_q4a_one_million": "the text prints no answer to its Question 4",
+    "ch05_q4b_ten_million": "the text prints no answer to its Question 4",
+    "ch05_q5_fsdp_forward": "a JAX program, judged by running it",
 }

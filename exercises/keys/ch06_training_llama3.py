@@ -465,15 +465,24 @@ def fsdp_mlp(x, w_in, w_out):
 """,
 }
 
-# The text's printed answers: the grader accepts each (tests/test_exercises.py). Left out: Part 5's "about
-# 2 days" (Q3: the text states no MFU).
+# The text's printed answers: the grader accepts each (tests/test_exercises.py); UNPRINTED says why the rest are not.
 PRINTED = {
     "ch06_q1_count": {"params": 70.4e9, "flops_per_token": 4.2e11, "total_flops": 6.3e24},
     "ch06_q2_days": {"days_on_pod": 44, "years_on_one_chip": 435},
     "ch06_q4a_memory": {"step_memory_bytes": 21.6e12},
     "ch06_q4c_pod_memory": {"pod_memory_per_chip_bytes": 2.4e9},
     "ch06_q5_fsdp_alone": {"tokens_per_chip": 468, "fsdp_floor_tokens": 850},
+    # 1927 is the first edition's root "X ~ 1643 + 284" (the post of 2025-02-03); the later edition prints instead
+    # the optimum sqrt(2BN/F) = 1618, not this question's largest compute-bound X
     "ch06_q6_fsdp_tp": {"mixed_floor_tokens": 453, "fsdp_degree_high": 1927},
     "ch06_q4b_fewest_chips": {"fewest_chips": 225, "days_on_fewest": 1752},  # its 96 GB, no gradients
     "ch06_q7_dcn": {"dcn_floor_tokens_per_pod": 76000},  # its 8k chips on 2,000 hosts
+}
+UNPRINTED = {
+    "ch06_q3_needed_mfu": "Part 5 says ten pods take about 2 days but prints no MFU for it",
+    "ch06_q8a_four_pods": "the text prints no answer to its worked problem 1",
+    "ch06_q8b_four_pods_bound": "a choice question the text leaves unanswered (its worked problem 1)",
+    "ch06_q9a_405b_count": "the text prints no answer to its worked problem 2(a)",
+    "ch06_q9b_405b_pods": "the text prints no answer to its worked problem 2(b)",
+    "ch06_q10_fsdp_mlp": "a JAX program, judged by running it",
 }

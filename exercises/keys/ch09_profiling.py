@@ -221,12 +221,19 @@ def mlp_reduce_scatter(x, w_in, w_out):
 """,
 }
 
-# The text's printed answers: the grader accepts each (tests/test_exercises.py). Left out, with why:
-# q1 and q2 (the text reads the op in words: 2 bytes per value and "lives in VMEM", no byte count),
-# q3b (a function; its printed case is q3a's), q6 (left to the reader, no answer printed), and the
-# profile's measured 96 ms and 1.13 ms, which are measurements, not the model's answers.
+# The text's printed answers: the grader accepts each (tests/test_exercises.py); UNPRINTED says why the rest are not.
+# The profile's measured 96 ms and 1.13 ms are measurements, not the model's answers.
 PRINTED = {
     "ch09_q3a_tiling_example": {"padded_rows": 4, "padded_cols": 6, "expansion": 1.6},
     "ch09_q4_up_projection": {"up_projection_s": 95.6e-3},
     "ch09_q5_reduce_scatter": {"reduce_scatter_s": 1.1e-3},
+}
+UNPRINTED = {
+    "ch09_q1_read_op": "the text reads its op in words (bf16, 2 bytes a value) and prints no byte count",
+    "ch09_q2_memory_space": (
+        "a choice question: PRINTED holds numbers only; the text's answer, VMEM for S(1), is the key's"
+    ),
+    "ch09_q3b_padding": "a function question: graded on its inputs; the text's one printed case is Q3a's",
+    "ch09_q6_q_projection": "the text leaves the Q projection's time to the reader and prints no answer",
+    "ch09_q7_mlp_reduce_scatter": "a JAX program, judged by running it",
 }

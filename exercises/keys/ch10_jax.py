@@ -247,3 +247,15 @@ def tiled_matmul(x, y):
 # a model's answer: there is nothing here for the grader to accept.
 PRINTED: dict[str, dict[str, float]] = {}
 NOTHING_PRINTED = "the text prints no answer to its chapter 10 exercises"
+UNPRINTED: dict[str, str] = {
+    gid: "a JAX program, judged by running it; the text prints no answer to its chapter 10 exercises"
+    for gid in (
+        "ch10_q0_allgather_matmul",
+        "ch10_q1_allreduce_matmul",
+        "ch10_q2_matmul_reducescatter",
+        "ch10_q3_mlp_block",
+        "ch10_q4a_bidirectional_reducescatter",
+        "ch10_q4b_bidirectional_allgather",
+        "ch10_q5_pallas_matmul",
+    )
+}

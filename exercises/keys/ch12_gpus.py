@@ -58,6 +58,19 @@ def _hierarchical(gpu_name: str, v_gib: int, n_nodes: int) -> dict[str, float]:
     }
 
 
+def _dp_batch_overlapped(gpu_name: str, n_nodes: int, *, rule_of_thumb: bool = False) -> dict[str, float]:
+    """Part 12's model: the NVLink and scale-out steps overlap, so only the slower one counts.
+
+    Its T_total = max(T_comms at node, T_comms in scale-out network): with the rule of thumb (no ring's
+    (N - 1) / N), B > C / W_node egress, the 990e12 / 400e9 = 2475 tokens per H100 its "Data Parallelism"
+    section prints; with each level's (D - 1) / D (its "more precise derivation"), about 2320 for 16 nodes.
+    """
+    steps = gpu.hierarchical_all_reduce(gpu_name, array_bytes=1.0, n_nodes=n_nodes)
+    per = (lambda c: c.rule_of_thumb_s) if rule_of_thumb else (lambda c: c.bandwidth_s)
+    tau = max(per(steps.reduce_scatter) + per(steps.all_gather), per(steps.all_reduce))
+    return {"dp_batch_per_gpu_tokens": _chip(gpu_name).bf16_flops_per_s * tau / 2}
+
+
 def _draw_bound(r: random.Random) -> dict:
     return {
         "gpu_name": r.choice(GPUS),
@@ -103,6 +116,10 @@ KEYS = {
         expected=lambda gpu_name, n_nodes: {
             "dp_batch_per_gpu_tokens": gpu.dp_compute_bound_batch_per_gpu(gpu_name, n_nodes=n_nodes)
         },
+        also=(
+            lambda gpu_name, n_nodes: _dp_batch_overlapped(gpu_name, n_nodes, rule_of_thumb=True),
+            _dp_batch_overlapped,
+        ),
         params={"gpu_name": "h100", "n_nodes": 16},
         draw=lambda r: {"gpu_name": r.choice(GPUS), "n_nodes": r.choice((2, 3, 4, 6))},
     ),
@@ -127,7 +144,28 @@ KEYS = {
     ),
 }
 
-# The text has no GPU chapter and prints no answer to any of these questions: they are this edition's
-# own, built on the figures of Part 2's Appendix A and NVIDIA's pages (`book_lib.hardware`).
-PRINTED: dict[str, dict[str, float]] = {}
-NOTHING_PRINTED = "the text has no GPU chapter and prints no answer to these questions"
+# Part 12 ("How to Think About GPUs", added to the text in August 2025) prints these answers, for an H100, in
+# its prose rather than its quizzes: Q1's 7.5e12 FLOPs/s per SM (990e12 / 132), which it divides by the 4
+# tensor cores of an SM ("7.5e12 / 1.76e9 / 4 ~ 1024" FLOPs per cycle); Q5's per-GPU batch for data
+# parallelism within an SU, 990e12 / 400e9 = 2475 tokens (`_dp_batch_overlapped`; its Quiz 5 writes 2,472);
+# Q6's width from "Y < F / 2200" within a node, 8 x 2200 for 8-way tensor parallelism.
+PRINTED: dict[str, dict[str, float]] = {
+    "ch12_q1_sm_flops": {"sm_flops_per_s": 7.5e12, "tensor_core_flops_per_s": 7.5e12 / 4},
+    "ch12_q5_dp_batch": {"dp_batch_per_gpu_tokens": 2475},
+    "ch12_q6_tp_width": {"tp_min_d_ff": 8 * 2200},
+}
+UNPRINTED: dict[str, str] = {
+    "ch12_q2_smem_tile": "the text prints no answer to this question: it sizes no shared-memory tile",
+    "ch12_q3_node_vs_cube": (
+        "the text prints no answer to this question: its node AllGathers (Quiz 2's 512 MB in 1.04 ms, Pop Quiz"
+        " 1's 65 us) are of other sizes, and it times no TPU cube"
+    ),
+    "ch12_q4_hierarchical": (
+        "the text prints no answer to this question: it times no three-step AllReduce across nodes, and its"
+        " cross-node cost takes the slower level rather than a sum of the steps"
+    ),
+    "ch12_q7_bound": (
+        "a choice question (PRINTED holds numbers only) the text does not pose, though its rule of about 2,500"
+        " tokens per GPU gives the key's answer, compute, for 8,192"
+    ),
+}
