@@ -291,11 +291,12 @@ class TransformerConfig:
         """Every operation of the model with its FLOPs and weights: the book's accounting tables (rows).
 
         For batch_tokens = B T tokens, each attending to S = seq_len keys, c = 3 when training else 1:
-            weight matmul A[.., P] . W[P, Q]:   2 c B T P Q FLOPs, P Q weights
-                                                (6BTDF for W_in1)
-            QK^T and PV, each:                  2 c B T S N H FLOPs (halved when causal)
-            norms, softmax, gating, lookup:     0 FLOPs
-                                                (the book's O(BTD), O(BTSN), O(BTF))
+            weight matmul A[.., P] . W[P, Q]:  2 c B T P Q FLOPs,
+                                               P Q weights (6BTDF for W_in1)
+            QK^T and PV, each:                 2 c B T S N H FLOPs
+                                               (halved when causal)
+            norms, softmax, gating, lookup:    0 FLOPs (the book's O(BTD),
+                                               O(BTSN), O(BTF))
         Groups follow `breakdowns.OP_GROUPS`; `param_breakdown` and `flops_breakdown` are sums over these rows.
         Book: Part 4 (Transformers), "Global FLOPs and Params Calculation" (its MLP, attention and
         other-operations tables).

@@ -103,8 +103,10 @@ def chip_name(name: str) -> str:
 
 
 # Names a template gets from the notebook itself: a question's points (`<% pts %>`, in the cells from
-# its statement to the next question's) and the assignment's total (`<% total_points %>`, anywhere).
-TEMPLATE_NAMES = ("pts", "total_points")
+# its statement to the next question's), the assignment's total (`<% total_points %>`, anywhere), and a
+# value question's accepted answers for these numbers (`<% answers[1]["name"] %>`: the key's, then one
+# per model of `Key.also`), for a solution that shows the text's model beside the exact one.
+TEMPLATE_NAMES = ("pts", "total_points", "answers")
 HELPERS = {
     "sci": sci,
     "comma": comma,
@@ -195,7 +197,9 @@ def render(nb, assignment: str, values: dict[str, dict] | None = None, *, text_o
         gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") or ""
         question = gid.removesuffix("_statement")
         if gid.endswith("_statement") and question in keys:
-            scope = {**values.get(question, {}), **total, "pts": pts(marks.get(question, 0))}
+            key, mine = keys[question], values.get(question, {})
+            answers = key.answers(mine) if key.kind == "value" else []  # the key's, then each of `also`'s
+            scope = {**mine, **total, "pts": pts(marks.get(question, 0)), "answers": answers}
         if cell.get("metadata", {}).get("book", {}).get("text_only") and not keep_text_only:
             continue
         cell.source = _fill(cell.source, scope, code=cell.cell_type == "code", where=gid or cell.get("id", "?"))

@@ -141,3 +141,18 @@ def test_sci_prints_what_the_text_prints(value, tex):
 def test_py_writes_a_literal_that_reads_back_the_same(value):
     text = variants.py(value)
     assert eval(text) == value and type(eval(text)) is type(value)  # noqa: S307
+
+
+def test_a_solution_shows_the_texts_model_for_its_own_numbers():
+    """`<% answers[1][...] %>` is the first `Key.also` answer for the numbers rendered, a class's too."""
+    from book_lib.numfmt import fmt
+
+    key = keys_for("ch07_inference")["ch07_q0d_serving_13b"]
+    for values in (None, variants.draw(3, "ch07_inference")):
+        nb = build.rendered_source("ch07_inference", values)
+        mine = values["ch07_q0d_serving_13b"] if values else None
+        text_model = key.answers(mine)[1]
+        sentence = f"{text_model['max_batch_13b']} sequences fit and the chips yield"
+        shown = "\n".join(c.source for c in nb.cells)
+        assert sentence in shown and f"{fmt(round(text_model['tokens_per_s_at_max_13b']))} tokens/s" in shown
+    assert key.answers()[1]["max_batch_13b"] == 15, "the text's 16 GB of 1e9 bytes per chip: 15 sequences"
