@@ -6,10 +6,14 @@ First it times the Pallas matmul against `jnp.dot` and the collective matmuls ag
 ones, as ratios from the same run; `python benchmarks/run.py --kernels-only` prints only that part.
 Then it grades a class of 24 chapter 1 submissions with `make grade` on 1 and on 2 workers and
 reports submissions per minute (and checks both gradebooks agree); `--grading-only` prints only that.
+Last it reports the HTML book's calculators in Chromium: the time to the first result after a
+reader's first touch (loading Pyodide) and per recomputation, as the suite's browser test measured.
 """
 
 from __future__ import annotations
 
+import json
+import statistics
 import subprocess
 import sys
 import time
@@ -112,7 +116,20 @@ def main(argv: list[str]) -> int:
     print(f"\n{'what':<45} {'time (s)':>9} {'budget (s)':>11}  ok")
     for name, seconds, budget in rows:
         print(f"{name:<45} {seconds:9.1f} {budget:11.0f}  {'yes' if seconds <= budget else 'NO'}")
+    report_calculators()
     return 0 if all(s <= b for _, s, b in rows) else 1
+
+
+def report_calculators() -> None:
+    """The HTML book's calculators in Chromium, as the suite's browser test measured them in its run
+    (tests/test_book.py writes _build/calculator-times.json): Pyodide's first result, then each change."""
+    measured = ROOT / "_build" / "calculator-times.json"
+    if not measured.exists():
+        print("\ncalculators in the page: not measured (run make test first)")
+        return
+    print("\ncalculators in the page (Chromium, Pyodide)   median      max")
+    for what, times in json.loads(measured.read_text()).items():
+        print(f"  {what:<43} {statistics.median(times):7.0f} {max(times):8.0f}")
 
 
 if __name__ == "__main__":

@@ -2,14 +2,18 @@
 
 A `Calculator` is a list of `Knob`s (each a keyword of one `book_lib` model, the values offered and a
 default) and a function from their settings to the rows of a table: (quantity, value with its unit).
-Displayed as a notebook cell's last expression, it shows two outputs:
+Displayed as a notebook cell's last expression, it shows:
 
 1. where a kernel runs and ipywidgets is installed, the live calculator: a control per knob and the
    table for their current settings, recomputed on every change. Its output also carries a Markdown
    line, which is what a page without widgets (the HTML book, GitHub) shows in its place;
-2. the static table: the same quantities over a sweep of one knob, the others at their defaults,
-   which every reader sees, with or without a kernel. The sweep runs down the rows and each quantity
-   is a column, so the table fits the book's text column however many values the sweep takes.
+2. the page's calculator (`Calculator.form_html`): a select per knob and a result area, hidden
+   until the HTML book's script shows it; there, turning a knob runs this very module in the
+   reader's browser under Pyodide (`in_page`), served from the book itself, so no formula is written
+   twice and nothing is fetched from another host;
+3. the static table: the same quantities over a sweep of one knob, the others at their defaults,
+   which every reader sees, with or without a kernel or JavaScript. The sweep runs down the rows and
+   each quantity is a column, so the table fits the book's text column.
 
 A setting the model refuses (a slice that is not offered, a batch that does not fit) shows the
 model's own `ValueError` message in place of the table: the calculator never hides an error.
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,14 +39,18 @@ from book_lib.models import MODELS
 from book_lib.numfmt import fmt
 
 __all__ = ["Knob", "Calculator", "roofline_calculator", "collective_calculator", "training_calculator",
-           "serving_calculator", "LIVE_NOTE"]  # fmt: skip
+           "serving_calculator", "LIVE_NOTE", "PAGE_NOTE", "FACTORIES", "in_page", "SideBySide",
+           "side_by_side"]  # fmt: skip
 
 Row = tuple[str, str]
 
 LIVE_NOTE = (
-    "*Live calculator: run this cell in Jupyter or Colab to turn its knobs. "
-    "The table below is the same calculator over a sweep.*"
+    "*Live calculator: in Jupyter or Colab run this cell to turn its knobs; in the HTML book turn them "
+    "below, where book_lib's own Python runs in your browser. The table under them is the same "
+    "calculator over a sweep.*"
 )
+# The result area of the page's calculator before a reader turns a knob.
+PAGE_NOTE = "Turn a knob: book_lib computes this table in your browser (Pyodide, loaded once, offline)."
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,6 +88,8 @@ class Calculator:
         compute: settings (one keyword per knob) -> rows (quantity, value with unit); may raise ValueError.
         sweep: the knob whose values label the static table's rows.
         sweep_values: those values (a subset of the knob's).
+        factory: the name of the function of this module that made it (`FACTORIES`), so that the HTML
+            book's page can make it again under Pyodide (`in_page`).
     """
 
     title: str
@@ -86,6 +97,7 @@ class Calculator:
     compute: Callable[..., list[Row]]
     sweep: str
     sweep_values: tuple[Any, ...]
+    factory: str = ""
 
     def settings(self, **changes: Any) -> dict[str, Any]:
         """Every knob's default, with `changes` applied.
@@ -143,6 +155,28 @@ class Calculator:
             f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
         )
 
+    def form_html(self) -> str:
+        """The page's own calculator: a select per knob (its offers by index) and a result area.
+
+        Hidden until the HTML book's `_static/calculators.js` shows it and computes `in_page` in the
+        browser; Jupyter and Colab, which run no such script, never show it.
+        """
+        defaults = html.escape(json.dumps({k.name: k.default for k in self.knobs}), quote=True)
+        selects = "".join(
+            f'<label>{html.escape(k.label)} <select name="{k.name}">'
+            + "".join(
+                f'<option value="{i}"{" selected" if v == k.default else ""}>{html.escape(k.text(v))}</option>'
+                for i, v in enumerate(k.values)
+            )
+            + "</select></label>"
+            for k in self.knobs
+        )
+        return (
+            f'<form class="calculator-form" data-calculator="{self.factory}" data-defaults="{defaults}" hidden>'
+            f"<b>{html.escape(self.title)}</b>{selects}"
+            f'<div class="calculator-result" aria-live="polite">{PAGE_NOTE}</div></form>'
+        )
+
     def static_text(self) -> str:
         """The static table as aligned plain text, turned for a terminal: a line per quantity."""
         header, rows = self.sweep_table()
@@ -173,7 +207,7 @@ class Calculator:
             shown.append(
                 {"application/vnd.jupyter.widget-view+json": view, "text/markdown": LIVE_NOTE, "text/plain": LIVE_NOTE}
             )
-        shown.append({"text/html": self.static_html(), "text/plain": self.static_text()})
+        shown.append({"text/html": self.form_html() + self.static_html(), "text/plain": self.static_text()})
         return shown
 
     def _ipython_display_(self) -> None:
@@ -264,6 +298,7 @@ def roofline_calculator(**defaults: Any) -> Calculator:
         compute=_roofline_rows,
         sweep="batch",
         sweep_values=_powers_of_two(5, 10),
+        factory="roofline_calculator",
     )
     return calc.with_defaults(**defaults)
 
@@ -300,6 +335,7 @@ def collective_calculator(**defaults: Any) -> Calculator:
         compute=_collective_rows,
         sweep="megabytes",
         sweep_values=(0.01, 0.1, 1, 10, 100, 1000),
+        factory="collective_calculator",
     )
     return calc.with_defaults(**defaults)
 
@@ -343,6 +379,7 @@ def training_calculator(**defaults: Any) -> Calculator:
         compute=_training_rows,
         sweep="n_chips",
         sweep_values=(256, 1024, 4096, 8960),
+        factory="training_calculator",
     )
     return calc.with_defaults(**defaults)
 
@@ -391,5 +428,80 @@ def serving_calculator(**defaults: Any) -> Calculator:
         compute=_serving_rows,
         sweep="batch",
         sweep_values=(1, 8, 32, 64, 128, 256),
+        factory="serving_calculator",
     )
     return calc.with_defaults(**defaults)
+
+
+FACTORIES: dict[str, Callable[..., Calculator]] = {
+    f.__name__: f for f in (roofline_calculator, collective_calculator, training_calculator, serving_calculator)
+}
+
+
+def in_page(request: str) -> str:
+    """The result table the HTML book's page shows, computed in the browser by Pyodide.
+
+    `request` is the JSON the page's script sends: {"name": a key of FACTORIES, "defaults": the
+    form's starting settings, "chosen": knob -> index of the offer chosen}. The answer is
+    `Calculator.html` at those settings, the same table the notebook widget shows; a setting the
+    model refuses shows its own message (`Calculator.rows`). No formula lives in the page's script.
+
+    Raises:
+        ValueError: an unknown calculator or knob, or an index that is no offer.
+    """
+    asked = json.loads(request)
+    calc = checks.lookup("name", asked["name"], FACTORIES, what="calculator")(**asked["defaults"])
+    knobs = {k.name: k for k in calc.knobs}
+    settings = {}
+    for name, index in asked["chosen"].items():
+        knob = checks.lookup("knob", name, knobs, what="knob")
+        if not isinstance(index, int) or not 0 <= index < len(knob.values):
+            raise ValueError(f"chosen[{name!r}]={index!r}: not an offer; allowed: 0 to {len(knob.values) - 1}")
+        settings[name] = knob.values[index]
+    return calc.html(**settings)
+
+
+@dataclass(frozen=True, slots=True)
+class SideBySide:
+    """Calculators shown next to each other (the "Plan a run" page): live widgets side by side in a
+    kernel, the page's forms side by side in the HTML book, then each one's static table."""
+
+    calculators: tuple[Calculator, ...]
+
+    def bundles(self, *, live: bool) -> list[dict[str, Any]]:
+        """The live widgets in one row when `live`, then the forms in one row and the static tables."""
+        shown: list[dict[str, Any]] = []
+        if live:
+            import ipywidgets as w
+
+            row = w.HBox([c.widget() for c in self.calculators])
+            view = {"version_major": 2, "version_minor": 0, "model_id": row.model_id}
+            shown.append(
+                {"application/vnd.jupyter.widget-view+json": view, "text/markdown": LIVE_NOTE, "text/plain": LIVE_NOTE}
+            )
+        forms = "".join(c.form_html() for c in self.calculators)
+        tables = "".join(c.static_html() for c in self.calculators)
+        text = "\n\n".join(c.static_text() for c in self.calculators)
+        shown.append({"text/html": f'<div class="calculator-row">{forms}</div>{tables}', "text/plain": text})
+        return shown
+
+    def _ipython_display_(self) -> None:
+        from IPython import get_ipython
+        from IPython.display import display
+
+        if get_ipython() is None:
+            print(self.bundles(live=False)[-1]["text/plain"])
+            return
+        for bundle in self.bundles(live=_live()):
+            display(bundle, raw=True)
+
+
+def side_by_side(*calculators: Calculator) -> SideBySide:
+    """`calculators` shown next to each other (two or more).
+
+    Raises:
+        ValueError: fewer than two, or something that is not a Calculator.
+    """
+    if len(calculators) < 2 or not all(isinstance(c, Calculator) for c in calculators):
+        raise ValueError(f"calculators={calculators!r}: allowed: two or more Calculator objects")
+    return SideBySide(calculators)

@@ -1,5 +1,6 @@
 """The calculators show the models' own numbers, stay live when a knob turns, and degrade to a table."""
 
+import html
 import re
 
 import pytest
@@ -85,7 +86,8 @@ def test_a_notebook_shows_the_widget_with_a_markdown_stand_in_then_the_table():
     view = live["application/vnd.jupyter.widget-view+json"]
     assert re.fullmatch(r"[0-9a-f]{32}", view["model_id"]) and view["version_major"] == 2
     assert live["text/markdown"] == calculators.LIVE_NOTE
-    assert static["text/html"].startswith('<table class="calculator"><caption>')
+    assert static["text/html"].startswith('<form class="calculator-form" data-calculator="serving_calculator"')
+    assert '<table class="calculator"><caption>' in static["text/html"]
     assert [set(b) for b in calc.bundles(live=False)] == [{"text/html", "text/plain"}]
 
 
@@ -124,5 +126,71 @@ def test_in_a_kernel_the_cell_shows_the_live_widget_then_the_table():
     sliders = [m["state"] for m in models.values() if m["model_name"] == "SelectionSliderModel"]
     assert {s["description"] for s in sliders} == {"array V (MB)", "devices N"}
     assert live["text/markdown"] == calculators.LIVE_NOTE
-    assert static["text/html"].startswith('<table class="calculator"><caption>Time of one collective')
+    assert static["text/html"].startswith('<form class="calculator-form" data-calculator="collective_calculator"')
+    assert '<table class="calculator"><caption>Time of one collective' in static["text/html"]
     assert "collective all_reduce" in static["text/plain"]
+
+
+@pytest.mark.parametrize("make", ALL)
+def test_the_pages_form_offers_every_knob_and_computes_what_the_widget_shows(make):
+    import json
+    from html.parser import HTMLParser
+
+    calc = make()
+
+    class Form(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.attrs, self.selects, self.selected = {}, {}, {}
+
+        def handle_starttag(self, tag, attrs):
+            attrs = dict(attrs)
+            if tag == "form":
+                self.attrs = attrs
+            elif tag == "select":
+                self.name = attrs["name"]
+                self.selects[self.name] = 0
+            elif tag == "option":
+                self.selects[self.name] += 1
+                if "selected" in attrs:
+                    self.selected[self.name] = int(attrs["value"])
+
+    form = Form()
+    form.feed(calc.form_html())
+    assert "hidden" in form.attrs and calc.factory in calculators.FACTORIES
+    assert form.attrs["data-calculator"] == calc.factory
+    assert form.selects == {k.name: len(k.values) for k in calc.knobs}
+    assert form.selected == {k.name: k.values.index(k.default) for k in calc.knobs}
+    defaults = json.loads(form.attrs["data-defaults"])
+    knob = next(k for k in calc.knobs if k.name == calc.sweep)
+    other = next(i for i, v in enumerate(knob.values) if v != knob.default)
+    request = json.dumps({"name": calc.factory, "defaults": defaults, "chosen": {knob.name: other}})
+    assert calculators.in_page(request) == calc.html(**{knob.name: knob.values[other]})
+
+
+def test_the_page_shows_a_refused_setting_as_the_model_words_it_and_refuses_a_forged_request():
+    import json
+
+    calc = calculators.serving_calculator()
+    chips = next(k for k in calc.knobs if k.name == "n_chips")
+    pod = chips.values.index(8960)  # a TPU v5p pod, no slice of v5e
+    request = {"name": "serving_calculator", "defaults": {}, "chosen": {"n_chips": pod}}
+    shown = calculators.in_page(json.dumps(request))
+    with pytest.raises(ValueError) as refused:
+        inference.decode_step_time("llama-3-70b", "tpu-v5e", 8960, batch=32, context_len=8192)
+    assert "not possible" in shown and html.escape(str(refused.value)) in shown
+    for bad, message in (
+        ({**request, "name": "serving"}, r"^name='serving': unknown calculator; closest: serving_calculator"),
+        ({**request, "chosen": {"n_chips": 10**6}}, r"^chosen\['n_chips'\]=1000000: not an offer"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            calculators.in_page(json.dumps(bad))
+
+
+def test_side_by_side_puts_the_forms_in_one_row_and_needs_two():
+    pair = calculators.side_by_side(calculators.training_calculator(), calculators.serving_calculator())
+    (static,) = pair.bundles(live=False)
+    assert static["text/html"].startswith('<div class="calculator-row"><form class="calculator-form"')
+    assert static["text/html"].count("<form") == 2 and static["text/html"].count('<table class="calculator">') == 2
+    with pytest.raises(ValueError, match="allowed: two or more Calculator objects"):
+        calculators.side_by_side(calculators.training_calculator())

@@ -3,6 +3,10 @@
 - MathJax is served from the build: `tools/site/` pins the npm package, `make book` installs it, and
   this extension copies its browser bundle into `_static/mathjax/` (`mathjax_path` points there),
   so the book's math typesets offline and behind firewalls.
+- The calculators run in the page: this extension copies Pyodide's core (pinned in `tools/site/`
+  too) into `_static/pyodide/` with a zip of the `book_lib` modules `book_lib.calculators` imports
+  (plain Python, no NumPy or JAX), and loads `_static/calculators.js`, which starts Pyodide when a
+  reader first turns a knob.
 - The Colab badge of each notebook (an image on colab.research.google.com, right for a notebook
   opened in Jupyter or Colab) becomes the local `_static/colab-badge.svg` in the HTML.
 - An image whose alt text is only its file name gets the caption of its figure, or else a short
@@ -14,7 +18,11 @@
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 from docutils import nodes
@@ -24,6 +32,10 @@ from sphinx.transforms import SphinxTransform
 MATHJAX = Path(__file__).resolve().parent / "site" / "node_modules" / "mathjax" / "es5"
 # Bundles the book does not load (SVG output, the "full" builds, MathML input, the Node entry point).
 MATHJAX_UNUSED = ("*svg*.js", "*-full*.js", "mml-*.js", "node-main.js")
+PYODIDE = Path(__file__).resolve().parent / "site" / "node_modules" / "pyodide"
+# What loadPyodide reads for the core interpreter and its standard library: nothing else is served.
+PYODIDE_CORE = ("pyodide.js", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
+ROOT = Path(__file__).resolve().parent.parent
 COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
 LOCAL_BADGE = "/_static/colab-badge.svg"  # "/" is the book's root for a Sphinx image
 
@@ -58,6 +70,11 @@ class ImageAltText(SphinxTransform):
 
 
 def _check_mathjax(app: Sphinx) -> None:
+    if app.builder.format == "html" and not (PYODIDE / "pyodide.asm.wasm").exists():
+        raise RuntimeError(
+            f"Pyodide is not installed in {PYODIDE.parent}: run `make book` (or `npm ci --prefix tools/site`), "
+            "which installs the version pinned in tools/site/package-lock.json"
+        )
     if app.builder.format == "html" and not (MATHJAX / "tex-mml-chtml.js").exists():
         raise RuntimeError(
             f"MathJax is not installed in {MATHJAX.parent}: run `make book` (or `npm ci --prefix tools/site`), "
@@ -70,6 +87,39 @@ def _copy_mathjax(app: Sphinx, exception: Exception | None) -> None:
         target = Path(app.outdir) / "_static" / "mathjax"
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(MATHJAX, target, ignore=shutil.ignore_patterns(*MATHJAX_UNUSED))
+
+
+def calculator_modules() -> list[str]:
+    """The `book_lib` modules `book_lib.calculators` imports, found by importing it in a fresh Python.
+
+    Raises:
+        RuntimeError: it imports NumPy or JAX, which the page's Pyodide does not load.
+    """
+    probe = (
+        "import json, sys; import book_lib.calculators; "
+        "print(json.dumps([sorted(m for m in sys.modules if m.startswith('book_lib')), "
+        "[m for m in ('numpy', 'jax') if m in sys.modules]]))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
+    modules, heavy = json.loads(done.stdout)
+    if heavy:
+        raise RuntimeError(f"book_lib.calculators imports {heavy}: the page's Pyodide runs plain Python only")
+    return modules
+
+
+def _copy_pyodide(app: Sphinx, exception: Exception | None) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    target = Path(app.outdir) / "_static" / "pyodide"
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    for name in PYODIDE_CORE:
+        shutil.copy2(PYODIDE / name, target / name)
+    with zipfile.ZipFile(target / "book_lib.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+        for module in calculator_modules():
+            path = Path(*module.split("."))
+            source = ROOT / (f"{path}/__init__.py" if module == "book_lib" else f"{path}.py")
+            archive.write(source, source.relative_to(ROOT).as_posix())
 
 
 def _one_of_each_script(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
@@ -91,5 +141,7 @@ def setup(app: Sphinx) -> dict:
     app.add_transform(ImageAltText)
     app.connect("builder-inited", _check_mathjax)
     app.connect("build-finished", _copy_mathjax)
+    app.connect("build-finished", _copy_pyodide)
+    app.add_js_file("calculators.js", loading_method="defer")
     app.connect("html-page-context", _one_of_each_script, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

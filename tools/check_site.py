@@ -17,6 +17,7 @@ when there are any; `--screenshots` keeps three pages as PNG files.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import http.server
 import re
@@ -193,6 +194,17 @@ class _Server(http.server.ThreadingHTTPServer):
         pass  # a page closed while a file was still being sent: nothing the reader would see
 
 
+@contextlib.contextmanager
+def serve(root: Path) -> Iterator[str]:
+    """Serve the folder `root` on localhost, as a plain static server would; yields its base URL."""
+    server = _Server(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/"
+    finally:
+        server.shutdown()
+
+
 def browser_problems(root: Path, names: list[Path], screenshots: Path | None) -> Iterator[str]:
     """Open every page in headless Chromium, no network, and report what went wrong.
 
@@ -201,9 +213,6 @@ def browser_problems(root: Path, names: list[Path], screenshots: Path | None) ->
     """
     from playwright.sync_api import sync_playwright
 
-    server = _Server(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    site = f"http://127.0.0.1:{server.server_port}/"
     offsite: list[str] = []
 
     def route(r) -> None:
@@ -213,47 +222,44 @@ def browser_problems(root: Path, names: list[Path], screenshots: Path | None) ->
             offsite.append(r.request.url)
             r.abort()
 
-    try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            context = browser.new_context(viewport={"width": WIDTHS["desktop"], "height": 900})
-            context.route("**/*", route)
-            page = context.new_page()
-            errors: list[str] = []
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda err: errors.append(str(err)))
-            for name in names:
-                page.set_viewport_size({"width": WIDTHS["desktop"], "height": 900})
-                errors.clear()
-                offsite.clear()
-                page.goto(site + name.as_posix(), wait_until="load")
-                report = page.evaluate(PAGE_REPORT)  # after MathJax has typeset the page
-                for url in sorted(set(offsite)):
-                    yield f"{name}: asks for {url}, off the site"
-                for error in errors:
-                    if "net::ERR_FAILED" not in error or not offsite:  # a refused request is reported above
-                        yield f"{name}: console error: {error[:160]}"
-                for src in report["brokenImages"]:
-                    yield f"{name}: image {src} did not load"
-                for text in report["untypeset"][:3]:
-                    yield f"{name}: math not typeset: {text!r}"
-                for text in report["mathErrors"][:3]:
-                    yield f"{name}: math error: {text!r}"
-                for tag, wide, shown, text in report["wide"]:
-                    if not any(name.as_posix() == page and text.startswith(start) for page, start in WIDE_ALLOWED):
-                        yield f"{name}: a {tag} {wide} px wide in a {shown} px column at 1280 px: {text!r}"
-                if screenshots is not None and name.as_posix() in SCREENSHOTS:
-                    screenshots.mkdir(parents=True, exist_ok=True)
-                    page.screenshot(path=str(screenshots / (name.as_posix().replace("/", "__") + ".png")))
-                for width_name, width in WIDTHS.items():
-                    page.set_viewport_size({"width": width, "height": 900})
-                    wide = page.evaluate("document.documentElement.scrollWidth")
-                    if wide > width:
-                        yield f"{name}: {wide} px wide at the {width_name} width, {width} px: it scrolls sideways"
-            context.close()
-            browser.close()
-    finally:
-        server.shutdown()
+    with serve(root) as site, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": WIDTHS["desktop"], "height": 900})
+        context.route("**/*", route)
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda err: errors.append(str(err)))
+        for name in names:
+            page.set_viewport_size({"width": WIDTHS["desktop"], "height": 900})
+            errors.clear()
+            offsite.clear()
+            page.goto(site + name.as_posix(), wait_until="load")
+            report = page.evaluate(PAGE_REPORT)  # after MathJax has typeset the page
+            for url in sorted(set(offsite)):
+                yield f"{name}: asks for {url}, off the site"
+            for error in errors:
+                if "net::ERR_FAILED" not in error or not offsite:  # a refused request is reported above
+                    yield f"{name}: console error: {error[:160]}"
+            for src in report["brokenImages"]:
+                yield f"{name}: image {src} did not load"
+            for text in report["untypeset"][:3]:
+                yield f"{name}: math not typeset: {text!r}"
+            for text in report["mathErrors"][:3]:
+                yield f"{name}: math error: {text!r}"
+            for tag, wide, shown, text in report["wide"]:
+                if not any(name.as_posix() == page and text.startswith(start) for page, start in WIDE_ALLOWED):
+                    yield f"{name}: a {tag} {wide} px wide in a {shown} px column at 1280 px: {text!r}"
+            if screenshots is not None and name.as_posix() in SCREENSHOTS:
+                screenshots.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(screenshots / (name.as_posix().replace("/", "__") + ".png")))
+            for width_name, width in WIDTHS.items():
+                page.set_viewport_size({"width": width, "height": 900})
+                wide = page.evaluate("document.documentElement.scrollWidth")
+                if wide > width:
+                    yield f"{name}: {wide} px wide at the {width_name} width, {width} px: it scrolls sideways"
+        context.close()
+        browser.close()
 
 
 def check(root: Path, repo_root: Path, screenshots: Path | None = None) -> tuple[list[str], int]:
