@@ -81,7 +81,7 @@ def _check_scale(model: str, *, chips: int, tokens: int, arg: str, batch_tokens:
             f"--batch-tokens={batch_tokens:.4g}: more tokens per step than any published run; "
             f"allowed: up to {MAX_BATCH_TOKENS:,} (1G)"
         )
-    get_model(model, arg="model").check_positions(arg, tokens)
+    get_model(model).check_positions(arg, tokens)
 
 
 # ----- plan ------------------------------------------------------------------------------------------
@@ -326,7 +326,7 @@ def _serve(args: argparse.Namespace) -> str:
         return json.dumps(rows, indent=2)
     lines = [
         *_serve_nothing_fits(args, rows),
-        f"{get_model(args.model, arg='model').name} on {args.chips} {get_chip(args.chip, arg='chip').name}, "
+        f"{get_model(args.model).name} on {args.chips} {get_chip(args.chip).name}, "
         f"{fmt(args.context)}-token context, {args.dtype} weights and KV cache"
         + (
             f"; requests of {fmt(args.prompt)} prompt and {fmt(args.output)} output tokens"

@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 
 from book_lib import checks, roofline, topology
-from book_lib.hardware import Chip
+from book_lib.hardware import Chip, get_chip
 
 __all__ = [
     "STRATEGIES",
@@ -55,7 +55,7 @@ def ici_axis_bytes_per_s(chip: Chip | str) -> float:
     largest per-axis figure of the chip's full pod (`topology.Slice.axis_bytes_per_s`). TPU v5p:
     2 * 9e10 = 1.8e11. Book: Part 5, "Data Parallelism" (W_ici, bidirectional).
     """
-    return max(topology.pod(checks.chip(chip)).axis_bytes_per_s)
+    return max(topology.pod(get_chip(chip)).axis_bytes_per_s)
 
 
 def compute_bound_batch_per_chip(
@@ -85,7 +85,7 @@ def compute_bound_batch_per_chip(
             d_ff missing for "fsdp+tp"; n_axes given with "fsdp+tp" (use fsdp_axes and tp_axes).
     """
     strategy = checks.one_of("strategy", strategy, ("dp", "fsdp", "fsdp+tp"))
-    chip = checks.chip(chip)
+    chip = get_chip(chip)
     alpha = roofline.critical_intensity(chip, bytes_per_s=ici_axis_bytes_per_s(chip))
     if strategy != "fsdp+tp":
         return alpha / checks.count("n_axes", n_axes)
@@ -123,7 +123,7 @@ def dcn_compute_bound_batch(chip: Chip | str, *, chips_per_pod: int) -> float:
     Raises:
         ValueError: unknown chip, or chips_per_pod not a count.
     """
-    chip = checks.chip(chip)
+    chip = get_chip(chip)
     n = checks.count("chips_per_pod", chips_per_pod)
     hosts = math.ceil(n / chip.chips_per_host)
     return n * chip.peak_ops_per_s("bf16") / (hosts * chip.dcn_bytes_per_s)

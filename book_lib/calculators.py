@@ -260,7 +260,7 @@ _MATMUL_DTYPES = ("bf16", "int8")
 
 
 def _roofline_rows(chip: str, dtype: str, batch: int, d_model: int, d_ff: int) -> list[Row]:
-    hw = get_chip(chip, arg="chip")
+    hw = get_chip(chip)
     size = checks.dtype_bytes(dtype, allowed=_MATMUL_DTYPES)
     cost = roofline.matmul_cost(batch, d_model, d_ff, size, size, size)
     peak = hw.peak_ops_per_s(dtype)

@@ -16,12 +16,9 @@ import difflib
 import math
 import numbers
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
-if TYPE_CHECKING:
-    from book_lib.hardware import Chip
-
-__all__ = ["positive", "non_negative", "count", "one_of", "lookup", "dtype", "dtype_bytes", "chip", "DTYPES"]
+__all__ = ["positive", "non_negative", "count", "one_of", "lookup", "dtype", "dtype_bytes", "DTYPES"]
 
 T = TypeVar("T")
 
@@ -115,10 +112,3 @@ def dtype(value: str, arg: str = "dtype", *, allowed: Iterable[str] | None = Non
 def dtype_bytes(value: str, arg: str = "dtype", *, allowed: Iterable[str] | None = None) -> float:
     """Bytes per value of a dtype spelled any common way (`DTYPES`): bf16 2, int8 1, int4 0.5."""
     return DTYPES[dtype(value, arg, allowed=allowed)][0]
-
-
-def chip(value: Chip | str, arg: str = "chip") -> Chip:
-    """The `hardware.Chip` that `value` is or names; an unknown name lists the closest ones."""
-    from book_lib.hardware import get_chip
-
-    return get_chip(value, arg=arg)

@@ -63,7 +63,7 @@ import math
 from dataclasses import dataclass
 
 from book_lib import checks, topology
-from book_lib.hardware import Chip
+from book_lib.hardware import Chip, get_chip
 
 __all__ = [
     "HOP_LATENCY_S",
@@ -267,7 +267,7 @@ def collective_time(
     link = checks.one_of("link", link, LINKS)
     v = float(checks.positive("array_bytes", array_bytes))
     checks.non_negative("hop_latency_s", hop_latency_s)
-    chip = checks.chip(chip)
+    chip = get_chip(chip)
     name, sizes = _axis_sizes(axis_sizes)
     if op == "all_to_all" and sum(s > 1 for s in sizes) > 1:
         raise ValueError(f"{name}={axis_sizes!r}: AllToAll over several mesh axes is not modelled; allowed: one axis")
@@ -511,7 +511,7 @@ def call_latency_s(op: str, n_devices: int, chip: Chip | str, *, link: str = "ic
         ValueError: unknown op, link or chip; n_devices not a count; TPU ICI without hops.
     """
     op, link = checks.one_of("op", op, OPS), checks.one_of("link", link, LINKS)
-    n, chip = checks.count("n_devices", n_devices), checks.chip(chip)
+    n, chip = checks.count("n_devices", n_devices), get_chip(chip)
     if n == 1:
         return 0.0
     if link == "ici" and chip.ici_topology != "nvswitch":

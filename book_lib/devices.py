@@ -37,7 +37,7 @@ __all__ = [
     "mesh_devices",
     "n_devices",
     "single_device",
-    "chip",
+    "current_chip",
     "device_spec",
     "make_mesh",
     "mesh_shape",
@@ -489,7 +489,7 @@ def single_device() -> jax.Device:
     return jax.devices(c.single_platform)[c.single_index]
 
 
-def chip() -> Chip | None:
+def current_chip() -> Chip | None:
     """The `hardware.Chip` of `single_device()`, or None on a CPU or an unknown accelerator."""
     c = choice()
     return None if c.single_platform == "cpu" else chip_from_device_kind(c.device_kind)
@@ -501,7 +501,7 @@ def device_spec() -> Chip | None:
     On TPU v2, v3 and 7x JAX shows each TensorCore as a device, so a device has half the chip's
     FLOPs/s, HBM and HBM bandwidth (`Chip.per_device()`). None on a CPU or an unknown accelerator.
     """
-    found = chip()
+    found = current_chip()
     return None if found is None else found.per_device()
 
 
@@ -568,5 +568,5 @@ def pallas_compiles_for(platform: str, chip_name: str | None, compute_capability
 
 def pallas_compiles() -> bool:
     """`pallas_compiles_for` the device of `single_device()`."""
-    c, found = choice(), chip()
+    c, found = choice(), current_chip()
     return pallas_compiles_for(c.single_platform, None if found is None else found.name, c.compute_capability)

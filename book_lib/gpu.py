@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from book_lib import checks, collectives
 from book_lib.collectives import CollectiveTime
-from book_lib.hardware import CHIPS, Chip
+from book_lib.hardware import CHIPS, Chip, get_chip
 
 __all__ = [
     "sm_ops_per_s",
@@ -42,7 +42,7 @@ __all__ = [
 
 def _gpu(chip: Chip | str) -> Chip:
     """The GPU `chip` names; refuses a TPU."""
-    chip = checks.chip(chip)
+    chip = get_chip(chip)
     if chip.is_tpu:
         gpus = ", ".join(c.name for c in CHIPS.values() if not c.is_tpu)
         raise ValueError(f"chip={chip.name!r}: not a GPU; allowed: {gpus}")

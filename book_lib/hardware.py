@@ -648,21 +648,21 @@ def chip_names(
     )
 
 
-def get_chip(name: str | Chip, *, arg: str = "name") -> Chip:
-    """The `Chip` called `name`, in `CHIPS` or `VARIANTS`; case, spaces, dashes, underscores and 'TPU' are ignored.
+def get_chip(chip: str | Chip, *, arg: str = "chip") -> Chip:
+    """The `Chip` called `chip`, in `CHIPS` or `VARIANTS`; case, spaces, dashes, underscores and 'TPU' are ignored.
 
     `get_chip("v5e") == get_chip("TPU v5e") == get_chip("tpu_v5e")`. A `Chip` is returned as is.
 
     Args:
-        name: a chip name, or a `Chip`.
-        arg: the argument name an error message gives (a caller's own, such as `"chip"`).
+        chip: a chip name, or a `Chip`.
+        arg: the argument name an error message gives (a caller's own, such as `"since"`).
 
     Raises:
         ValueError: unknown name; the message lists the closest known names.
     """
-    if isinstance(name, Chip):
-        return name
-    return checks.lookup(arg, name, _BY_NAME_ALL, what="chip", key=_key)
+    if isinstance(chip, Chip):
+        return chip
+    return checks.lookup(arg, chip, _BY_NAME_ALL, what="chip", key=_key)
 
 
 def price_usd_per_chip_hour(chip: Chip | str) -> float | None:
@@ -672,7 +672,7 @@ def price_usd_per_chip_hour(chip: Chip | str) -> float | None:
     Raises:
         ValueError: unknown chip name (the closest names are listed).
     """
-    return PRICES_USD_PER_CHIP_HOUR.get(get_chip(chip, arg="chip").name)
+    return PRICES_USD_PER_CHIP_HOUR.get(get_chip(chip).name)
 
 
 def chip_from_device_kind(device_kind: str) -> Chip | None:
@@ -765,7 +765,7 @@ def vendor_chip(chip: Chip | str) -> Chip:
     Raises:
         ValueError: an unknown chip name (the closest names are listed).
     """
-    base = get_chip(chip, arg="chip")
+    base = get_chip(chip)
     figures = VENDOR_FIGURES.get(base.name, ())
     if not figures:
         return base

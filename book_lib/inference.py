@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 
 from book_lib import checks, collectives, topology
-from book_lib.hardware import PRICES_USD_PER_CHIP_HOUR, Chip, price_usd_per_chip_hour
+from book_lib.hardware import PRICES_USD_PER_CHIP_HOUR, Chip, get_chip, price_usd_per_chip_hour
 from book_lib.models import get_model
 from book_lib.transformer import TransformerConfig
 
@@ -160,7 +160,7 @@ def memory_bytes(
     Activations are left out: without a backward pass they are a few [B, D] arrays.
     Book: Part 7, "What about memory?"; Part 8, "What's the LLaMA Serving Story?".
     """
-    cfg = get_model(model, arg="model")
+    cfg = get_model(model)
     w, kv = _sizes(weight_dtype, kv_dtype)
     batch = checks.count("batch", batch, minimum=0)
     return _memory(cfg, batch, checks.count("context_len", context_len), w, kv)
@@ -223,7 +223,7 @@ def decode_step_time(
         act_dtype: the activations the collectives move.
     Book: Part 7, equation (4) and "Note on ICI bounds for generation".
     """
-    cfg, hw = get_model(model, arg="model"), checks.chip(chip)
+    cfg, hw = get_model(model), get_chip(chip)
     _slice(hw, n_chips)
     batch, context_len = checks.count("batch", batch), checks.count("context_len", context_len)
     w, kv = _sizes(weight_dtype, kv_dtype)
@@ -270,7 +270,7 @@ def decode_step_time_from_sizes(
         weight_dtype: the weights' format (`checks.DTYPES`); math_dtype: the dtype the MXU multiplies in.
     Book: Part 7, "Theoretical estimates for LLM latency and throughput" (the pop quiz).
     """
-    hw = checks.chip(chip)
+    hw = get_chip(chip)
     checks.positive("param_count", param_count)
     checks.positive("kv_bytes_per_token", kv_bytes_per_token)
     checks.count("n_chips", n_chips)
@@ -299,7 +299,7 @@ def prefill_time(
     Prefill is compute-bound for any prompt longer than the critical batch, so only FLOPs count.
     Book: Part 7, "Linear operations: what bottlenecks us?" and "Prefill"; Part 8 (prefill time).
     """
-    cfg, hw = get_model(model, arg="model"), checks.chip(chip)
+    cfg, hw = get_model(model), get_chip(chip)
     _slice(hw, n_chips)
     checks.count("prompt_len", prompt_len)
     checks.count("batch", batch)
@@ -323,7 +323,7 @@ def max_batch(
     B_max = floor((n HBM - P weight_bytes) / (S kv_bytes_per_token))
     Book: Part 7, "Modeling throughput and latency for LLaMA 2-13B"; Part 8, "Thinking about throughput".
     """
-    cfg, hw = get_model(model, arg="model"), checks.chip(chip)
+    cfg, hw = get_model(model), get_chip(chip)
     _slice(hw, n_chips)
     context_len = checks.count("context_len", context_len)
     w, kv = _sizes(weight_dtype, kv_dtype)
@@ -350,7 +350,7 @@ def min_chips(
     Raises:
         ValueError: bad arguments, or not even a whole pod holds it.
     """
-    hw = checks.chip(chip)
+    hw = get_chip(chip)
     need = memory_bytes(model, batch=batch, context_len=context_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     for shape in topology.slice_shapes(hw):
         if math.prod(shape) * hw.hbm_bytes >= need:
@@ -379,7 +379,7 @@ def latency_throughput(
     """
     if not isinstance(batches, (tuple, list)) or not batches:
         raise ValueError(f"batches={batches!r}: not a non-empty list; allowed: a list of batch sizes")
-    cfg, hw = get_model(model, arg="model"), checks.chip(chip)
+    cfg, hw = get_model(model), get_chip(chip)
     dtypes = {"weight_dtype": weight_dtype, "kv_dtype": kv_dtype, "math_dtype": math_dtype}
     return tuple(decode_step_time(cfg, hw, n_chips, batch=b, context_len=context_len, **dtypes) for b in batches)
 
@@ -396,7 +396,7 @@ def cost_per_million_tokens(
     Raises:
         ValueError: a non-positive rate or price, or a chip the text quotes no price for and none given.
     """
-    hw = checks.chip(chip)
+    hw = get_chip(chip)
     checks.positive("tokens_per_s_per_chip", tokens_per_s_per_chip)
     if usd_per_chip_hour is None:
         usd_per_chip_hour = price_usd_per_chip_hour(hw)
@@ -423,7 +423,7 @@ def memory_bound_model_parallelism(
         chip: a `Chip` or a name; d_ff: F (count); batch: B, sequences per step (count).
         weight_dtype: the weights' format (`checks.DTYPES`); act_dtype: the activations moved over ICI.
     """
-    hw = checks.chip(chip)
+    hw = get_chip(chip)
     checks.count("d_ff", d_ff)
     checks.count("batch", batch)
     weight_bytes = checks.dtype_bytes(weight_dtype, "weight_dtype")
@@ -482,7 +482,7 @@ def request_mix(
     Raises:
         ValueError: as `decode_step_time` and `prefill_time`, or a length that is not a count.
     """
-    cfg, hw = get_model(model, arg="model"), checks.chip(chip)
+    cfg, hw = get_model(model), get_chip(chip)
     prompt, output = checks.count("prompt_len", prompt_len), checks.count("output_len", output_len)
     step = decode_step_time(
         cfg, hw, n_chips, batch=batch, context_len=prompt + output // 2, weight_dtype=weight_dtype, kv_dtype=kv_dtype

@@ -15,7 +15,7 @@ How to call them (chapter 10), as JAX's own Pallas ops are called (jitted, a blo
     o = kernels.flash_attention(q, k, v, causal=True)
 
 The block sizes, their cost and the tolerance are pure arithmetic in `tiling` (no JAX needed):
-left out, a matmul's blocks are `tiling.block_sizes(devices.chip(), M, N, K, dtype)` and flash
+left out, a matmul's blocks are `tiling.block_sizes(devices.current_chip(), M, N, K, dtype)` and flash
 attention's `tiling.flash_block_sizes(T, S)`. The configs are static arguments: each new one compiles.
 
 Two forms of each kernel, one per backend (`backend()`, read when a call is first traced):
@@ -88,7 +88,7 @@ def backend() -> Backend:
         if c.single_platform == "gpu":
             reason = f"Pallas compiles for this GPU (compute capability {c.compute_capability}) via Triton"
             return Backend(platform="gpu", interpret=False, style="loop", reason=reason)
-        name = devices.chip().name  # type: ignore[union-attr]  # pallas_compiles() found a known chip
+        name = devices.current_chip().name  # type: ignore[union-attr]  # pallas_compiles() found a known chip
         return Backend(platform="tpu", interpret=False, style="grid", reason=f"Pallas compiles for {name} (Mosaic)")
     if c.single_platform == "cpu":
         why = "Pallas does not compile for CPUs"
@@ -199,7 +199,7 @@ def matmul(x: jax.Array, y: jax.Array, *, block_sizes: tiling.BlockSizes | None 
 
     z[i, j] = sum over kk of x[i, kk] @ y[kk, j], one (block_m, block_n) output tile per grid cell,
     block_k of the contraction per step, from `block_sizes` (a static `tiling.BlockSizes`; None:
-    `tiling.block_sizes(devices.chip(), M, N, K, dtype)`). Within `tiling.tolerance(dtype, K)` of
+    `tiling.block_sizes(devices.current_chip(), M, N, K, dtype)`). Within `tiling.tolerance(dtype, K)` of
     `jnp.dot` (see the module docstring).
     Book: Part 10 (Programming TPUs in JAX); Part 2, "VMEM and arithmetic intensity".
 
@@ -213,7 +213,7 @@ def matmul(x: jax.Array, y: jax.Array, *, block_sizes: tiling.BlockSizes | None 
             f"y.shape={y.shape!r}: does not fit x.shape={x.shape!r} ({x.dtype}); allowed: y[K, N] with x's K and dtype"
         )
     (m, k), n = x.shape, y.shape[1]
-    blocks = tiling.block_sizes(devices.chip(), m, n, k, str(x.dtype)) if block_sizes is None else block_sizes
+    blocks = tiling.block_sizes(devices.current_chip(), m, n, k, str(x.dtype)) if block_sizes is None else block_sizes
     _check_blocks(blocks, tiling.BlockSizes, block_m=m, block_n=n, block_k=k)
     how = backend()
     return _pallas_matmul(x, y, blocks, how.style, how.interpret)

@@ -153,18 +153,18 @@ def model_names() -> tuple[str, ...]:
     return tuple(MODELS)
 
 
-def get_model(name: str | TransformerConfig, *, arg: str = "name") -> TransformerConfig:
-    """The preset called `name`; case, spaces, dashes, underscores and dots are ignored.
+def get_model(model: str | TransformerConfig, *, arg: str = "model") -> TransformerConfig:
+    """The preset called `model`; case, spaces, dashes, underscores and dots are ignored.
 
     `get_model("LLaMA 3 70B") == get_model("llama_3_70b")`. A `TransformerConfig` is returned as is.
 
     Args:
-        name: a preset name (or one of its aliases), or a `TransformerConfig`.
-        arg: the argument name an error message gives (a caller's own, such as `"model"`).
+        model: a preset name (or one of its aliases), or a `TransformerConfig`.
+        arg: the argument name an error message gives (a caller's own).
 
     Raises:
         ValueError: unknown name; the message lists the closest known names.
     """
-    if isinstance(name, TransformerConfig):
-        return name
-    return checks.lookup(arg, name, _BY_NAME, what="model", key=_key)
+    if isinstance(model, TransformerConfig):
+        return model
+    return checks.lookup(arg, model, _BY_NAME, what="model", key=_key)

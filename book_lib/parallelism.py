@@ -37,7 +37,7 @@ import math
 from dataclasses import dataclass, fields
 
 from book_lib import checks, topology
-from book_lib.hardware import Chip
+from book_lib.hardware import Chip, get_chip
 
 __all__ = ["DEGREES", "Layout", "Placement", "place"]
 
@@ -226,7 +226,7 @@ def place(chip: Chip | str, layout: Layout) -> Placement:
         ValueError: unknown chip; not a Layout; more than one ICI domain but not whole domains, or
             domains that data, pipeline and FSDP degrees do not span; more ICI axes than the torus has sides.
     """
-    chip = checks.chip(chip)
+    chip = get_chip(chip)
     if not isinstance(layout, Layout):
         raise ValueError(f"layout={layout!r}: not a Layout; allowed: parallelism.Layout(fsdp=..., tensor=...)")
     dcn = _dcn(chip, layout)

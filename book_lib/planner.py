@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, replace
 
 from book_lib import bounds, checks, topology
-from book_lib.hardware import Chip
+from book_lib.hardware import Chip, get_chip
 from book_lib.models import get_model
 from book_lib.parallelism import Layout, place
 from book_lib.training import MemoryPerChip, StepTime, memory_per_chip, step_time
@@ -272,7 +272,7 @@ def plan_training(
             not whole sequences or is smaller than one token per data shard of every layout;
             whole_sequences not a bool.
     """
-    cfg, hw = get_model(model, arg="model"), checks.chip(chip)
+    cfg, hw = get_model(model), get_chip(chip)
     if not isinstance(whole_sequences, bool):
         raise ValueError(f"whole_sequences={whole_sequences!r}: not a bool; allowed: True, False")
     pods, shape = _pod_split(hw, checks.count("n_chips", n_chips))

@@ -24,7 +24,7 @@ from matplotlib.ticker import EngFormatter
 
 from book_lib import checks, legible
 from book_lib import roofline as _roofline
-from book_lib.hardware import CHIPS, VARIANTS, VMEM_OVER_HBM_BANDWIDTH_RATIO, Chip
+from book_lib.hardware import CHIPS, VARIANTS, VMEM_OVER_HBM_BANDWIDTH_RATIO, Chip, get_chip
 from book_lib.numfmt import fmt
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ def chip_style(chip: Chip | str) -> dict:
     Raises:
         ValueError: an unknown chip name (the closest names are listed).
     """
-    chip = checks.chip(chip)
+    chip = get_chip(chip)
     base = _base_chip(chip.name)
     color = CHIP_COLORS.get(chip.name) or (
         CHIP_COLORS[base] if base is not None else _PALETTE[zlib.crc32(chip.name.encode()) % len(_PALETTE)]
@@ -154,7 +154,7 @@ def roofline(
     Book: Part 1 (Rooflines), "Visualizing rooflines"
     """
     dtype = checks.dtype(dtype)
-    specs = [checks.chip(c, "chips") for c in chips]
+    specs = [get_chip(c, arg="chips") for c in chips]
     fig, ax = _new_axes(ax)
     intensities = np.geomspace(*intensity_range, 400)
     for chip in specs:
@@ -232,7 +232,7 @@ def roofline_two_bandwidths(
     low, high = (checks.positive("intensity_range", x) for x in intensity_range)
     if not low < high:
         raise ValueError(f"intensity_range={intensity_range!r}: not increasing; allowed: (low, high) with low < high")
-    chip, dtype = checks.chip(chip), checks.dtype(dtype)
+    chip, dtype = get_chip(chip), checks.dtype(dtype)
     peak, color = chip.peak_ops_per_s(dtype), chip_style(chip)["color"]
     ridges = [_roofline.critical_intensity(chip, dtype, bytes_per_s=bw) for _, bw in links]
     fig, ax = _new_axes(ax)
@@ -371,7 +371,7 @@ def chip_rates(chips: Sequence[Chip | str], *, ax: Axes | None = None) -> tuple[
     outside `CHIPS` (`hardware.VARIANTS`) diamonds. Book: Part 2 (All About TPUs), Part 12 (GPUs).
     """
     fig, ax = _new_axes(ax)
-    specs = [checks.chip(c, "chips") for c in chips]
+    specs = [get_chip(c, arg="chips") for c in chips]
     for chip in specs:
         style = chip_style(chip)
         marker = ("o" if chip.is_tpu else "s") if chip.name in CHIPS else "D"
@@ -400,7 +400,7 @@ def bandwidth_bars(chips: Sequence[Chip | str], *, ax: Axes | None = None) -> tu
     The DCN bar is the host's egress shared by its chips (`Chip.dcn_bytes_per_s_per_chip`).
     """
     fig, ax = _new_axes(ax)
-    specs = [checks.chip(c, "chips") for c in chips]
+    specs = [get_chip(c, arg="chips") for c in chips]
     levels = {
         "HBM": [c.hbm_bytes_per_s for c in specs],
         "ICI (one link, one way)": [c.ici_bytes_per_s for c in specs],
@@ -571,7 +571,7 @@ def tpu_chip_diagram(chip: Chip | str) -> tuple[Figure, Axes]:
     Raises:
         ValueError: an unknown chip, or a GPU (no TensorCore figures).
     """
-    chip = checks.chip(chip)
+    chip = get_chip(chip)
     if not chip.is_tpu:
         raise ValueError(f"chip={chip.name!r}: a GPU has no TensorCore figures; allowed: a TPU")
     fig, ax = plt.subplots(figsize=(6.8, 4.76))  # the column width: its 6.5 pt text stays 9 px

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from book_lib import checks
-from book_lib.hardware import Chip
+from book_lib.hardware import Chip, get_chip
 
 __all__ = [
     "RooflineTime",
@@ -45,7 +45,7 @@ def critical_intensity(chip: Chip | str, dtype: str = "bf16", *, bytes_per_s: fl
     Raises:
         ValueError: unknown chip or dtype, or a non-positive bandwidth.
     """
-    chip = checks.chip(chip)
+    chip = get_chip(chip)
     if bytes_per_s is not None:
         checks.positive("bytes_per_s", bytes_per_s)
     return chip.peak_ops_per_s(dtype) / (chip.hbm_bytes_per_s if bytes_per_s is None else bytes_per_s)

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from book_lib import checks, collectives, topology
-from book_lib.hardware import Chip
+from book_lib.hardware import Chip, get_chip
 from book_lib.notation import ShardedArray, check_mesh, parse, subscript
 from book_lib.roofline import RooflineTime, matmul_cost, roofline_time
 
@@ -312,7 +312,7 @@ def matmul_plan(
         ValueError: operands, sizes and mesh that do not fit (see `ShardedArray.local_shape`); an unknown
             `reduce` or `scatter_dim`; a `wraparound` without some axis; a mesh of more chips than a pod of `chip`.
     """
-    chip = checks.chip(chip)
+    chip = get_chip(chip)
     checks.positive("bytes_per_element", bytes_per_element)
     lhs, rhs, c_lhs, c_rhs, out_dims = _operands(lhs, rhs, contracting, sizes, check_mesh(mesh))
     checks.one_of("reduce", reduce, _REDUCE)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from book_lib import checks
-from book_lib.hardware import Chip
+from book_lib.hardware import Chip, get_chip
 
 __all__ = ["SystolicRun", "simulate", "cycles", "implied_clock_hz", "padded_utilization"]
 
@@ -116,7 +116,7 @@ def implied_clock_hz(chip: Chip | str) -> float:
     Raises:
         ValueError: an unknown chip, or a chip without MXU figures (a GPU).
     """
-    chip = checks.chip(chip)
+    chip = get_chip(chip)
     if chip.mxu_size is None or chip.mxus_per_core is None:
         raise ValueError(f"chip={chip.name!r}: no MXU figures in book_lib.hardware; allowed: a TPU")
     cells = chip.mxu_size**2 * chip.mxus_per_core * chip.cores_per_chip

@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass, fields
 
 from book_lib import checks, roofline
-from book_lib.hardware import Chip
+from book_lib.hardware import Chip, get_chip
 
 __all__ = [
     "KERNEL_DTYPES",
@@ -176,7 +176,7 @@ def block_sizes(chip: Chip | str | None, m: int, n: int, k: int, dtype: str = "f
     Raises:
         ValueError: unknown chip or dtype; a size not a count or not a multiple of any aligned side.
     """
-    chip = None if chip is None else checks.chip(chip)
+    chip = None if chip is None else get_chip(chip)
     itemsize = _itemsize(dtype)
     gpu, align, budget = _limits(chip)
     options = []
@@ -208,7 +208,7 @@ def tile_cost(chip: Chip | str | None, blocks: BlockSizes, k: int, dtype: str = 
     Raises:
         ValueError: unknown chip or dtype, or k not a count.
     """
-    chip = None if chip is None else checks.chip(chip)
+    chip = None if chip is None else get_chip(chip)
     itemsize = _itemsize(dtype)
     gpu, _, budget = _limits(chip)
     bm, bn, bk = blocks.block_m, blocks.block_n, blocks.block_k

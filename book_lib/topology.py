@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 
 from book_lib import checks
-from book_lib.hardware import Chip
+from book_lib.hardware import Chip, get_chip
 
 __all__ = [
     "grid_hops",
@@ -119,7 +119,7 @@ class Slice:
     @classmethod
     def of(cls, chip: Chip | str, shape: str | int | tuple[int, ...]) -> Slice:
         """The slice of `chip` (a `Chip` or a name for `hardware.get_chip`) with `shape` ("4x4", (4, 4))."""
-        return cls(chip=checks.chip(chip), shape=parse_shape(shape))
+        return cls(chip=get_chip(chip), shape=parse_shape(shape))
 
     @property
     def label(self) -> str:
@@ -257,7 +257,7 @@ def pod(chip: Chip | str) -> Slice:
 
     Book: Part 2 (All About TPUs), "TPU Networking" (pod sizes).
     """
-    chip = checks.chip(chip)
+    chip = get_chip(chip)
     return Slice(chip=chip, shape=chip.pod_shape)
 
 
@@ -271,7 +271,7 @@ def slice_shapes(chip: Chip | str) -> tuple[tuple[int, ...], ...]:
     Source: Google Cloud TPU documentation, "TPU versions" (v5litepod-1 ... -256; v5p and v4
     topologies 2x2x1, 2x2x2, 2x2x4, 2x4x4 and whole 4x4x4 cubes); Part 8 of the book rounds to these.
     """
-    chip = checks.chip(chip)
+    chip = get_chip(chip)
     if chip.ici_topology == "nvswitch":
         return tuple((n,) for n in (1, 2, 4, 8) if n <= chip.pod_shape[0])
     pod_sides = sorted(chip.pod_shape)
@@ -292,7 +292,7 @@ def smallest_slice(chip: Chip | str, n_chips: int) -> Slice:
     Raises:
         ValueError: n_chips not a count, or more chips than a pod holds.
     """
-    chip = checks.chip(chip)
+    chip = get_chip(chip)
     checks.count("n_chips", n_chips)
     for shape in slice_shapes(chip):
         if math.prod(shape) >= n_chips:
@@ -316,7 +316,7 @@ def ring_flags(chip: Chip | str, axis_sizes: tuple[int, ...]) -> tuple[bool, ...
     Raises:
         ValueError: unknown chip; a size that is not a count; more chips than a pod holds.
     """
-    chip = checks.chip(chip)
+    chip = get_chip(chip)
     sizes = tuple(checks.count(f"axis_sizes[{i}]", s) for i, s in enumerate(axis_sizes))
     if math.prod(sizes) > chip.chips_per_pod:
         raise ValueError(

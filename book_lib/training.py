@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 
 from book_lib import bounds, checks, overheads
-from book_lib.hardware import Chip, price_usd_per_chip_hour
+from book_lib.hardware import Chip, get_chip, price_usd_per_chip_hour
 from book_lib.models import get_model
 from book_lib.parallelism import Layout, Placement, place
 from book_lib.step_collectives import CollectiveCost, stage_layers, step_collectives
@@ -292,7 +292,7 @@ def step_time(
         ValueError: unknown model, chip or dtype; a layout the hardware cannot hold (`parallelism.place`);
             a batch of partial sequences or under one token per shard; a degree that does not divide what it cuts.
     """
-    cfg, pl = get_model(model, arg="model"), place(chip, layout)
+    cfg, pl = get_model(model), place(chip, layout)
     _check_step(cfg, layout, batch_tokens, seq_len)
     layers, peak = stage_layers(cfg, layout), pl.chip.peak_ops_per_s(matmul_dtype)
     v, flops = _virtual_stages(layers, virtual_stages), _step_flops(cfg, layout, batch_tokens, seq_len, remat)
@@ -413,7 +413,7 @@ def memory_per_chip(
         ValueError: unknown model, optimizer, dtype or chip; a layout the chip cannot hold
             (`parallelism.place`); a negative batch or checkpoint count.
     """
-    cfg, pl = get_model(model, arg="model"), place(chip, layout)
+    cfg, pl = get_model(model), place(chip, layout)
     moments = OPTIMIZERS[checks.one_of("optimizer", optimizer, OPTIMIZERS)]
     total = cfg.training_memory(
         batch_tokens=checks.non_negative("batch_tokens", batch_tokens),
@@ -505,7 +505,7 @@ def training_run(
     Raises:
         ValueError: unknown model or chip; non-positive tokens; n_chips not a count; mfu outside (0, 1].
     """
-    cfg, hw = get_model(model, arg="model"), checks.chip(chip)
+    cfg, hw = get_model(model), get_chip(chip)
     checks.positive("tokens", tokens)
     n = checks.count("n_chips", n_chips)
     if not checks.positive("mfu", mfu) <= 1:
@@ -538,4 +538,4 @@ def mfu(chip: Chip | str, n_chips: int, *, tokens_per_s: float, flops_per_token:
         ValueError: a non-positive rate, n_chips not a count, unknown chip or dtype.
     """
     rate = checks.positive("tokens_per_s", tokens_per_s) * checks.positive("flops_per_token", flops_per_token)
-    return rate / (checks.count("n_chips", n_chips) * checks.chip(chip).peak_ops_per_s(dtype))
+    return rate / (checks.count("n_chips", n_chips) * get_chip(chip).peak_ops_per_s(dtype))

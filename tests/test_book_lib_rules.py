@@ -74,7 +74,7 @@ BAD = [
     (lambda: roofline.roofline_time(1.0, 1.0, 0.0, 1.0), r"^flops_per_s=0.0: not a positive"),
     (lambda: roofline.MatmulCost(flops=-1.0, bytes_in=1.0, bytes_out=1.0), r"^flops=-1.0"),
     (lambda: transformer.score_bytes("a", 4), r"^q_len='a': not a count"),
-    (lambda: models.get_model("llama 9"), r"^name='llama 9': unknown model; closest: "),
+    (lambda: models.get_model("llama 9"), r"^model='llama 9': unknown model; closest: "),
     (
         lambda: transformer.TransformerConfig(
             n_layers=2, d_model=8, d_ff=8, n_heads=4, n_kv_heads=3, head_dim=2, vocab_size=8

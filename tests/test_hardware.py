@@ -94,13 +94,13 @@ def test_lookup_passes_a_chip_through():
 
 
 def test_unknown_chip_lists_close_matches():
-    with pytest.raises(ValueError, match=r"name='v5x'.*closest: .*tpu-v5") as err:
+    with pytest.raises(ValueError, match=r"chip='v5x'.*closest: .*tpu-v5") as err:
         get_chip("v5x")
     assert "allowed:" in str(err.value)
 
 
 def test_non_string_name_is_rejected():
-    with pytest.raises(ValueError, match="name=5"):
+    with pytest.raises(ValueError, match="^chip=5"):
         get_chip(5)  # type: ignore[arg-type]
 
 

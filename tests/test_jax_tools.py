@@ -26,7 +26,7 @@ def test_setup_gives_eight_cpu_devices_here(eight_devices, capsys):
     devices.setup(8)
     assert devices.choice() is eight_devices, "a second call keeps the first choice"
     assert "virtual CPU devices" in capsys.readouterr().out
-    assert devices.chip() is None and devices.device_spec() is None and not devices.pallas_compiles()
+    assert devices.current_chip() is None and devices.device_spec() is None and not devices.pallas_compiles()
 
 
 def test_setup_rejects_bad_n():

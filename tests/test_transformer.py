@@ -424,12 +424,12 @@ def test_unknown_memory_dtype_raises(field):
 
 
 def test_unknown_model_lists_close_matches():
-    with pytest.raises(ValueError, match="^name='llama-3-75b': unknown model; closest: llama-3-70b"):
+    with pytest.raises(ValueError, match="^model='llama-3-75b': unknown model; closest: llama-3-70b"):
         get_model("llama-3-75b")
 
 
 def test_non_string_model_name_raises():
-    with pytest.raises(ValueError, match="^name=70: not a model name"):
+    with pytest.raises(ValueError, match="^model=70: not a model name"):
         get_model(70)
 
 

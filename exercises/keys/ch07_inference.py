@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from book_lib import checks, hardware, inference, models, roofline, topology, transformer
+from book_lib import hardware, inference, models, roofline, topology, transformer
 from exercises.keys import JaxCheck, Key, text_chip
 
 # What a class's variant may draw.
@@ -197,7 +197,7 @@ def _weight_load(**m) -> dict[str, float]:
 
 def _moe(e: int, top_k: int, ridge: float | None = None, **m) -> dict[str, float]:
     model = _model(**m, e=e, top_k=top_k)
-    chip = checks.chip("tpu-v5e")
+    chip = hardware.get_chip("tpu-v5e")
     flops, hbm = (chip.bf16_flops_per_s, chip.hbm_bytes_per_s) if ridge is None else (ridge, 1.0)
     return {
         "moe_params": model.param_count(),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import random
 
-from book_lib import checks, collectives, layout, roofline
+from book_lib import collectives, layout, roofline
+from book_lib.hardware import get_chip
 from exercises.keys import JaxCheck, Key
 
 # What a class's variant may draw: chips whose JAX devices are TensorCores, two to a chip, as in the text.
@@ -71,7 +72,7 @@ def _padded(rows: int, cols: int, tile_rows: int, tile_cols: int) -> tuple[float
 
 def _compute_s(tpu: str, cores: int, B: int, D: int, F: int) -> float:
     """A compute-bound bf16 matmul of 2 B D F FLOPs spread evenly over `cores` TensorCores (s)."""
-    chip = checks.chip(tpu)
+    chip = get_chip(tpu)
     return roofline.matmul_cost(B, D, F).flops / (cores / chip.cores_per_chip * chip.bf16_flops_per_s)
 
 
