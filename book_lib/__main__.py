@@ -258,7 +258,7 @@ def _add_serve(commands: Any) -> None:
 
 def _serve_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     _check_scale(args.model, chips=args.chips, tokens=args.context, arg="--context")
-    dtypes = {"weight_dtype": args.dtype, "kv_dtype": args.dtype}
+    dtypes = {"param_dtype": args.dtype, "kv_dtype": args.dtype}
     if args.batches:
         batches = [parse_count(b, "--batches") for b in args.batches.split(",")]
     else:
@@ -296,7 +296,7 @@ def _requests(args: argparse.Namespace, batch: int) -> dict[str, float]:
             f"--output={args.output}: with --prompt={args.prompt} more than the --context={args.context} cache holds; "
             f"allowed: a --context of at least {args.prompt + args.output}"
         )
-    dtypes = {"weight_dtype": args.dtype, "kv_dtype": args.dtype}
+    dtypes = {"param_dtype": args.dtype, "kv_dtype": args.dtype}
     mix = inference.request_mix(
         args.model, args.chip, args.chips, batch=batch, prompt_len=args.prompt, output_len=args.output, **dtypes
     )
@@ -307,7 +307,7 @@ def _serve_nothing_fits(args: argparse.Namespace, rows: list[dict[str, Any]]) ->
     """The headline when no batch fits in HBM, with the slice that would hold one sequence; else none."""
     if any(r["fits"] for r in rows):
         return []
-    dtypes = {"weight_dtype": args.dtype, "kv_dtype": args.dtype}
+    dtypes = {"param_dtype": args.dtype, "kv_dtype": args.dtype}
     try:
         chips = inference.min_chips(args.model, args.chip, batch=1, context_len=args.context, **dtypes)
         need = f"a slice of {chips} chips"

@@ -115,7 +115,7 @@ class OpRow:
 class TrainingMemory:
     """Bytes one training step keeps alive, summed over all chips (divide by the chip count yourself).
 
-    params_bytes = P p_param; grads_bytes = P p_grad; optimizer_bytes = P optimizer_bytes_per_param;
+    params_bytes = P p_param; grads_bytes = P p_grad; optimizer_bytes = P optimizer_state_bytes_per_param;
     activations_bytes = batch_tokens L a p_act, with P every parameter of the checkpoint, a the values saved
     per token per layer (see `remat`) and p the bytes of each dtype (`TransformerConfig.training_memory`).
     """

@@ -386,7 +386,7 @@ def training_calculator(**defaults: Any) -> Calculator:
 
 def _serving_rows(model: str, chip: str, n_chips: int, context_len: int, dtype: str, batch: int) -> list[Row]:
     s = inference.decode_step_time(
-        model, chip, n_chips, batch=batch, context_len=context_len, weight_dtype=dtype, kv_dtype=dtype
+        model, chip, n_chips, batch=batch, context_len=context_len, param_dtype=dtype, kv_dtype=dtype
     )
     try:
         usd = f"${inference.cost_per_million_tokens(chip, tokens_per_s_per_chip=s.tokens_per_s_per_chip):.2f}"

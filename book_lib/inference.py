@@ -141,9 +141,9 @@ def _slice(chip: Chip, n_chips: int) -> topology.Slice:
     return topology.smallest_slice(chip, n_chips)
 
 
-def _sizes(weight_dtype: str, kv_dtype: str) -> tuple[str, str]:
+def _sizes(param_dtype: str, kv_dtype: str) -> tuple[str, str]:
     """The canonical names of the weights' and the cache's dtypes (`checks.DTYPES`)."""
-    return checks.dtype(weight_dtype, "weight_dtype"), checks.dtype(kv_dtype, "kv_dtype")
+    return checks.dtype(param_dtype, "param_dtype"), checks.dtype(kv_dtype, "kv_dtype")
 
 
 def _memory(model: TransformerConfig, batch: int, context_len: int, w: str, kv: str) -> float:
@@ -152,16 +152,16 @@ def _memory(model: TransformerConfig, batch: int, context_len: int, w: str, kv: 
 
 
 def memory_bytes(
-    model: TransformerConfig | str, *, batch: int, context_len: int, weight_dtype: str = "bf16", kv_dtype: str = "bf16"
+    model: TransformerConfig | str, *, batch: int, context_len: int, param_dtype: str = "bf16", kv_dtype: str = "bf16"
 ) -> float:
     """Weights plus KV caches of a batch (bytes): P weight_bytes + B S kv_bytes_per_token.
 
-    Byte sizes of `weight_dtype` and `kv_dtype` from `checks.DTYPES` (bf16 2, int8 1, int4 0.5).
+    Byte sizes of `param_dtype` and `kv_dtype` from `checks.DTYPES` (bf16 2, int8 1, int4 0.5).
     Activations are left out: without a backward pass they are a few [B, D] arrays.
     Book: Part 7, "What about memory?"; Part 8, "What's the LLaMA Serving Story?".
     """
     cfg = get_model(model)
-    w, kv = _sizes(weight_dtype, kv_dtype)
+    w, kv = _sizes(param_dtype, kv_dtype)
     batch = checks.count("batch", batch, minimum=0)
     return _memory(cfg, batch, checks.count("context_len", context_len), w, kv)
 
@@ -198,10 +198,10 @@ def decode_step_time(
     *,
     batch: int,
     context_len: int,
-    weight_dtype: str = "bf16",
+    param_dtype: str = "bf16",
     kv_dtype: str = "bf16",
-    math_dtype: str = "bf16",
-    act_dtype: str = "bf16",
+    matmul_dtype: str = "bf16",
+    activation_dtype: str = "bf16",
 ) -> DecodeStep:
     """One generation step of `batch` sequences at `context_len` on `n_chips` chips (see the module docstring).
 
@@ -217,26 +217,26 @@ def decode_step_time(
         n_chips: chips of an offered slice (`topology.slice_shapes`), sharded Megatron-style.
         batch: sequences decoded together (count, >= 1).
         context_len: S, tokens already in each KV cache (count).
-        weight_dtype: the weights' format ("bf16", "int8", "int4", any of `checks.DTYPES`).
+        param_dtype: the weights' format ("bf16", "int8", "int4", any of `checks.DTYPES`).
         kv_dtype: the format of cached keys and values.
-        math_dtype: the dtype the MXU multiplies in ("bf16", or "int8" with int8 activations).
-        act_dtype: the activations the collectives move.
+        matmul_dtype: the dtype the MXU multiplies in ("bf16", or "int8" with int8 activations).
+        activation_dtype: the activations the collectives move.
     Book: Part 7, equation (4) and "Note on ICI bounds for generation".
     """
     cfg, hw = get_model(model), get_chip(chip)
     _slice(hw, n_chips)
     batch, context_len = checks.count("batch", batch), checks.count("context_len", context_len)
-    w, kv = _sizes(weight_dtype, kv_dtype)
+    w, kv = _sizes(param_dtype, kv_dtype)
     hbm_bytes_per_s = n_chips * hw.hbm_bytes_per_s
     weights, total = _memory(cfg, 0, context_len, w, kv), _memory(cfg, batch, context_len, w, kv)
     read = cfg.params_read_per_step(batch) * checks.dtype_bytes(w)  # an MoE reads only the experts touched
-    ici = _ici_s(cfg, hw, batch, n_chips, checks.dtype_bytes(act_dtype, "act_dtype"))
+    ici = _ici_s(cfg, hw, batch, n_chips, checks.dtype_bytes(activation_dtype, "activation_dtype"))
     return DecodeStep(
         batch=batch,
         n_chips=n_chips,
         t_kv=(total - weights) / hbm_bytes_per_s,
         t_weights=read / hbm_bytes_per_s,
-        t_math=2 * batch * cfg.active_param_count() / (n_chips * hw.peak_ops_per_s(math_dtype)),
+        t_math=2 * batch * cfg.active_param_count() / (n_chips * hw.peak_ops_per_s(matmul_dtype)),
         t_ici=ici[0],
         memory_bytes=total,
         hbm_bytes=n_chips * hw.hbm_bytes,
@@ -253,8 +253,8 @@ def decode_step_time_from_sizes(
     kv_bytes_per_token: float,
     batch: int,
     context_len: int,
-    weight_dtype: str = "bf16",
-    math_dtype: str = "bf16",
+    param_dtype: str = "bf16",
+    matmul_dtype: str = "bf16",
 ) -> DecodeStep:
     """Equation (4) from raw sizes, for a model known only by its counts (no collectives).
 
@@ -267,7 +267,7 @@ def decode_step_time_from_sizes(
         param_count: P, weights (count, > 0), all active.
         kv_bytes_per_token: bytes one token adds to a sequence's KV cache (> 0).
         batch: sequences decoded together (count); context_len: S, tokens in each cache (count).
-        weight_dtype: the weights' format (`checks.DTYPES`); math_dtype: the dtype the MXU multiplies in.
+        param_dtype: the weights' format (`checks.DTYPES`); matmul_dtype: the dtype the MXU multiplies in.
     Book: Part 7, "Theoretical estimates for LLM latency and throughput" (the pop quiz).
     """
     hw = get_chip(chip)
@@ -276,14 +276,14 @@ def decode_step_time_from_sizes(
     checks.count("n_chips", n_chips)
     checks.count("batch", batch)
     checks.count("context_len", context_len)
-    weights = param_count * checks.dtype_bytes(weight_dtype, "weight_dtype")
+    weights = param_count * checks.dtype_bytes(param_dtype, "param_dtype")
     caches = batch * context_len * kv_bytes_per_token
     return DecodeStep(
         batch=batch,
         n_chips=n_chips,
         t_kv=caches / (n_chips * hw.hbm_bytes_per_s),
         t_weights=weights / (n_chips * hw.hbm_bytes_per_s),
-        t_math=2 * batch * param_count / (n_chips * hw.peak_ops_per_s(math_dtype)),
+        t_math=2 * batch * param_count / (n_chips * hw.peak_ops_per_s(matmul_dtype)),
         t_ici=0.0,
         memory_bytes=weights + caches,
         hbm_bytes=n_chips * hw.hbm_bytes,
@@ -315,7 +315,7 @@ def max_batch(
     n_chips: int,
     *,
     context_len: int,
-    weight_dtype: str = "bf16",
+    param_dtype: str = "bf16",
     kv_dtype: str = "bf16",
 ) -> int:
     """Most sequences of `context_len` whose KV caches fit beside the weights (count; 0 if none).
@@ -326,7 +326,7 @@ def max_batch(
     cfg, hw = get_model(model), get_chip(chip)
     _slice(hw, n_chips)
     context_len = checks.count("context_len", context_len)
-    w, kv = _sizes(weight_dtype, kv_dtype)
+    w, kv = _sizes(param_dtype, kv_dtype)
     weights = _memory(cfg, 0, context_len, w, kv)
     one = _memory(cfg, 1, context_len, w, kv) - weights
     return max(0, math.floor((n_chips * hw.hbm_bytes - weights) / one))
@@ -338,7 +338,7 @@ def min_chips(
     *,
     batch: int,
     context_len: int,
-    weight_dtype: str = "bf16",
+    param_dtype: str = "bf16",
     kv_dtype: str = "bf16",
 ) -> int:
     """Chips of the smallest offered slice whose HBM holds the weights and `batch` KV caches (count).
@@ -351,7 +351,7 @@ def min_chips(
         ValueError: bad arguments, or not even a whole pod holds it.
     """
     hw = get_chip(chip)
-    need = memory_bytes(model, batch=batch, context_len=context_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    need = memory_bytes(model, batch=batch, context_len=context_len, param_dtype=param_dtype, kv_dtype=kv_dtype)
     for shape in topology.slice_shapes(hw):
         if math.prod(shape) * hw.hbm_bytes >= need:
             return math.prod(shape)
@@ -368,9 +368,9 @@ def latency_throughput(
     *,
     context_len: int,
     batches: tuple[int, ...] | list[int],
-    weight_dtype: str = "bf16",
+    param_dtype: str = "bf16",
     kv_dtype: str = "bf16",
-    math_dtype: str = "bf16",
+    matmul_dtype: str = "bf16",
 ) -> tuple[DecodeStep, ...]:
     """`decode_step_time` at each batch of `batches`, for a plot of latency against throughput.
 
@@ -380,7 +380,7 @@ def latency_throughput(
     if not isinstance(batches, (tuple, list)) or not batches:
         raise ValueError(f"batches={batches!r}: not a non-empty list; allowed: a list of batch sizes")
     cfg, hw = get_model(model), get_chip(chip)
-    dtypes = {"weight_dtype": weight_dtype, "kv_dtype": kv_dtype, "math_dtype": math_dtype}
+    dtypes = {"param_dtype": param_dtype, "kv_dtype": kv_dtype, "matmul_dtype": matmul_dtype}
     return tuple(decode_step_time(cfg, hw, n_chips, batch=b, context_len=context_len, **dtypes) for b in batches)
 
 
@@ -410,7 +410,7 @@ def cost_per_million_tokens(
 
 
 def memory_bound_model_parallelism(
-    chip: Chip | str, *, d_ff: int, batch: int, weight_dtype: str = "bf16", act_dtype: str = "bf16"
+    chip: Chip | str, *, d_ff: int, batch: int, param_dtype: str = "bf16", activation_dtype: str = "bf16"
 ) -> float:
     """Model-parallel degree Y at which a memory-bound decode matmul turns ICI-bound (chips).
 
@@ -421,13 +421,13 @@ def memory_bound_model_parallelism(
 
     Args:
         chip: a `Chip` or a name; d_ff: F (count); batch: B, sequences per step (count).
-        weight_dtype: the weights' format (`checks.DTYPES`); act_dtype: the activations moved over ICI.
+        param_dtype: the weights' format (`checks.DTYPES`); activation_dtype: the activations moved over ICI.
     """
     hw = get_chip(chip)
     checks.count("d_ff", d_ff)
     checks.count("batch", batch)
-    weight_bytes = checks.dtype_bytes(weight_dtype, "weight_dtype")
-    act_bytes = checks.dtype_bytes(act_dtype, "act_dtype")
+    weight_bytes = checks.dtype_bytes(param_dtype, "param_dtype")
+    act_bytes = checks.dtype_bytes(activation_dtype, "activation_dtype")
     w_ici = max(topology.pod(hw).axis_bytes_per_s)
     return weight_bytes * d_ff * w_ici / (act_bytes * batch * hw.hbm_bytes_per_s)
 
@@ -471,7 +471,7 @@ def request_mix(
     batch: int,
     prompt_len: int,
     output_len: int,
-    weight_dtype: str = "bf16",
+    param_dtype: str = "bf16",
     kv_dtype: str = "bf16",
 ) -> RequestMix:
     """Latency per request and throughput for a mix of prompts and outputs on `n_chips` (see `RequestMix`).
@@ -485,7 +485,7 @@ def request_mix(
     cfg, hw = get_model(model), get_chip(chip)
     prompt, output = checks.count("prompt_len", prompt_len), checks.count("output_len", output_len)
     step = decode_step_time(
-        cfg, hw, n_chips, batch=batch, context_len=prompt + output // 2, weight_dtype=weight_dtype, kv_dtype=kv_dtype
+        cfg, hw, n_chips, batch=batch, context_len=prompt + output // 2, param_dtype=param_dtype, kv_dtype=kv_dtype
     )
     prefill = prefill_time(cfg, hw, n_chips, prompt_len=prompt)
     return RequestMix(batch=step.batch, prompt_len=prompt, output_len=output, prefill_s=prefill, step=step)

@@ -17,21 +17,19 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from book_lib import checks
 from book_lib.hardware import Chip
 from book_lib.parallelism import Layout
+from book_lib.step_collectives import CollectiveCost
 from book_lib.transformer import TransformerConfig
 
 __all__ = [
     "GPU_MMA_TILE",
-    "Collective",
     "StepTerm",
     "StepWork",
     "elementwise_bytes_per_token",
     "expected_terms",
-    "optimizer_bytes_per_param",
     "tile",
     "tile_padding",
 ]
@@ -84,25 +82,6 @@ class StepWork:
     weight_copies: float
 
 
-class Collective(Protocol):
-    """What `expected_terms` reads of a collective (`training.CollectiveCost` has it all)."""
-
-    @property
-    def op(self) -> str: ...
-    @property
-    def phase(self) -> str: ...
-    @property
-    def calls(self) -> int: ...
-    @property
-    def bandwidth_s(self) -> float: ...
-    @property
-    def latency_s(self) -> float: ...
-    @property
-    def overlaps(self) -> bool: ...
-    @property
-    def expected_s(self) -> float: ...
-
-
 def elementwise_bytes_per_token(cfg: TransformerConfig, *, tensor: int, activation_dtype: str = "bf16") -> float:
     """HBM bytes one token's forward pass through ONE layer spends on elementwise work, per chip (bytes).
 
@@ -138,25 +117,6 @@ def elementwise_bytes_per_token(cfg: TransformerConfig, *, tensor: int, activati
     return values * p / t
 
 
-def optimizer_bytes_per_param(
-    *, moments: int, param_dtype: str = "bf16", optimizer_dtype: str = "fp32", master_dtype: str | None = None
-) -> float:
-    """HBM bytes one parameter's update moves (bytes): read the weight, its gradient, each moment and the
-    master copy; write the weight, the moments and the master copy.
-
-    = 3 p + 2 K p_o + 2 p_m (p of param_dtype, which the gradient shares; K moments of optimizer_dtype;
-    p_m of master_dtype, 0 without one). Adam, bf16 weights, fp32 moments: 6 + 16 = 22 bytes.
-    Book: Part 5, Appendix A (optimizer state); Part 1 (an elementwise update is memory-bound).
-
-    Raises:
-        ValueError: a negative moment count, an unknown dtype.
-    """
-    k = checks.count("moments", moments, minimum=0)
-    p = checks.dtype_bytes(param_dtype, "param_dtype")
-    master = 0.0 if master_dtype is None else checks.dtype_bytes(master_dtype, "master_dtype")
-    return 3 * p + 2 * k * checks.dtype_bytes(optimizer_dtype, "optimizer_dtype") + 2 * master
-
-
 def tile(chip: Chip) -> int:
     """The side a matmul's dimensions are padded to on `chip` (count): the MXU's (128 or 256) on a TPU,
     `GPU_MMA_TILE` on a GPU. Book: Part 2, "The MXU"; Part 12 (GPUs), tensor cores."""
@@ -187,14 +147,15 @@ def tile_padding(cfg: TransformerConfig, chip: Chip, *, tensor: int) -> float:
 
 
 def expected_terms(
-    cfg: TransformerConfig, chip: Chip, layout: Layout, work: StepWork, comms: Sequence[Collective]
+    cfg: TransformerConfig, chip: Chip, layout: Layout, work: StepWork, comms: Sequence[CollectiveCost]
 ) -> tuple[StepTerm, ...]:
     """The named parts of a step's expected time (`training.StepTime.expected_s`), in seconds.
 
     The math at peak (the roofline's), then each thing the roofline leaves out, computed with no fitted
     factor: the busiest pipeline stage's extra layers; recomputed forward passes; matmul tile padding
     (`tile_padding`); elementwise bytes, (3 + r) `elementwise_bytes_per_token` x tokens x layers / HBM
-    bandwidth; the optimizer update, each chip's parameters x `optimizer_bytes_per_param` / HBM bandwidth;
+    bandwidth; the optimizer update, each chip's parameters x `training.optimizer_update_bytes_per_param` / HBM
+    bandwidth;
     the bandwidth time and the fixed cost per call of the collectives the next matmul waits on (tensor and
     expert parallelism); per pass, the overlappable collectives beyond that pass's math; one call of each
     per-layer overlappable collective (the first gather, the last reduction); (S - 1) pipeline sends each
@@ -230,7 +191,7 @@ def expected_terms(
         StepTerm(name="elementwise ops, norms, RoPE (HBM)", seconds=elementwise_s,
                  how="(3 + r) x overheads.elementwise_bytes_per_token x tokens x layers / HBM bandwidth"),
         StepTerm(name="optimizer update (HBM)", seconds=update_s,
-                 how="each chip's parameters x overheads.optimizer_bytes_per_param / HBM bandwidth"),
+                 how="each chip's parameters x training.optimizer_update_bytes_per_param / HBM bandwidth"),
         StepTerm(name="tensor/expert-parallel collectives", seconds=blocking_s,
                  how="bandwidth time of the collectives the next matmul waits on"),
         StepTerm(name="collective latency", seconds=latency_s,

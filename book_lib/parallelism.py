@@ -39,7 +39,7 @@ from dataclasses import dataclass, fields
 from book_lib import checks, topology
 from book_lib.hardware import Chip, get_chip
 
-__all__ = ["DEGREES", "Layout", "Placement", "place"]
+__all__ = ["DEGREES", "Layout", "StepDtypes", "Placement", "place"]
 
 # The degrees of a Layout, innermost (fastest links) first; "data" last, since it may cross pods.
 DEGREES = ("tensor", "expert", "context", "pipeline", "fsdp", "data")
@@ -99,6 +99,31 @@ class Layout:
         replicas, each with its own tokens (MaxText's "expert" axis, DeepSeek-V3's EP over DP ranks).
         """
         return self.data * self.fsdp * self.context * self.expert
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepDtypes:
+    """The dtypes of a training step, each a canonical name of `checks.DTYPES` ("bf16", "fp32").
+
+    Attributes:
+        param_dtype: the weights, and the gradients, which share it.
+        activation_dtype: the activations the collectives move and the elementwise ops stream.
+        matmul_dtype: the dtype the matrix units multiply in (its peak sets t_math).
+        optimizer_dtype: each moment of the optimizer state.
+        master_dtype: a master copy of the weights kept beside the moments, or None for none.
+    """
+
+    param_dtype: str = "bf16"
+    activation_dtype: str = "bf16"
+    matmul_dtype: str = "bf16"
+    optimizer_dtype: str = "fp32"
+    master_dtype: str | None = None
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None or f.name != "master_dtype":
+                object.__setattr__(self, f.name, checks.dtype(value, f.name))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -202,7 +202,7 @@ def _accumulated(
 ) -> tuple[StepTime, MemoryPerChip] | None:
     """The layout's step and memory; when it does not fit, the cheapest change that makes it: gradient
     accumulation over the fewest microbatches (`_ACCUMULATION`, without a pipeline), then recomputing the
-    forward pass (`training.REMAT["full"]`) with them. None when the batch does not split over it."""
+    forward pass (`training.REMAT_FORWARD_PASSES["full"]`) with them. None when the batch does not split over it."""
     first = None
     for remat in ("checkpoints", "full"):
         tries = [layout] + ([replace(layout, microbatches=m) for m in _ACCUMULATION] if layout.pipeline == 1 else [])

@@ -86,7 +86,7 @@ class PublishedRun:
         batch_tokens, seq_len: a training step's tokens and sequence length (counts; 0 for decode).
         tokens: the tokens a "gpu_hours" run trained on (count), else 0.
         step_options: keywords for `training.step_time` (remat, matmul_dtype, virtual_stages).
-        weight_dtype: a decode run's weights ("bf16", "int8", "int4").
+        param_dtype: a decode run's weights ("bf16", "int8", "int4").
         source: the URL and the words that state the figure.
         gap: what the cost model lacks that explains a gap between expected and published.
     """
@@ -102,7 +102,7 @@ class PublishedRun:
     seq_len: int = 0
     tokens: float = 0.0
     step_options: tuple[tuple[str, object], ...] = ()
-    weight_dtype: str = "bf16"
+    param_dtype: str = "bf16"
     source: str
     gap: str
 
@@ -146,7 +146,7 @@ class RunCheck:
 def _decode(name: str, model: str, n: int, dtype: str, tokens_per_s: float, source: str, gap: str) -> PublishedRun:
     return PublishedRun(
         name=name, kind="tokens_per_s", published=tokens_per_s, model=model, chip=GPT_FAST_A100, n_chips=n,
-        weight_dtype=dtype, source=source, gap=gap,
+        param_dtype=dtype, source=source, gap=gap,
     )  # fmt: skip
 
 
@@ -303,7 +303,7 @@ def check_run(run: PublishedRun) -> RunCheck:
     kind = checks.one_of("run.kind", run.kind, KINDS)
     if kind == "tokens_per_s":
         decode = inference.decode_step_time(
-            run.model, run.chip, run.n_chips, batch=1, context_len=5, weight_dtype=run.weight_dtype
+            run.model, run.chip, run.n_chips, batch=1, context_len=5, param_dtype=run.param_dtype
         )
         return RunCheck(run=run, layout=None, published_s=1 / run.published, roofline_s=decode.roofline_s,
                         expected_s=decode.expected_s)  # fmt: skip

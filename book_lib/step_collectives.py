@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 from book_lib import checks, collectives
-from book_lib.parallelism import Layout, Placement
+from book_lib.parallelism import Layout, Placement, StepDtypes
 from book_lib.transformer import TransformerConfig
 
 __all__ = ["CollectiveCost", "stage_layers", "step_collectives"]
@@ -187,12 +187,11 @@ def _stage_and_pod_collectives(
 
 
 def step_collectives(
-    cfg: TransformerConfig, pl: Placement, batch_tokens: int, v: int, dtypes: tuple[str, str]
+    cfg: TransformerConfig, pl: Placement, batch_tokens: int, v: int, dtypes: StepDtypes
 ) -> tuple[CollectiveCost, ...]:
-    """Every collective of a step (see `step_time`), with its sizes from the batch and the dtypes."""
+    """Every collective of a step (see `training.step_time`), sized from the batch and the step's dtypes."""
     layout = pl.layout
-    pb = checks.dtype_bytes(dtypes[0], "param_dtype")
-    ab = checks.dtype_bytes(dtypes[1], "activation_dtype")
+    pb, ab = checks.dtype_bytes(dtypes.param_dtype), checks.dtype_bytes(dtypes.activation_dtype)
     m, layers = layout.microbatches, stage_layers(cfg, layout)
     stage_bytes = cfg.param_count() * pb * layers / cfg.n_layers
     held = (cfg.param_count() - cfg.routed_expert_params * (1 - 1 / layout.expert)) * pb / cfg.n_layers

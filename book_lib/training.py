@@ -19,16 +19,18 @@ from dataclasses import dataclass
 from book_lib import bounds, checks, overheads
 from book_lib.hardware import Chip, get_chip, price_usd_per_chip_hour
 from book_lib.models import get_model
-from book_lib.parallelism import Layout, Placement, place
+from book_lib.parallelism import Layout, Placement, StepDtypes, place
 from book_lib.step_collectives import CollectiveCost, stage_layers, step_collectives
 from book_lib.transformer import TransformerConfig
 
 __all__ = [
     "OPTIMIZERS",
-    "REMAT",
+    "REMAT_FORWARD_PASSES",
     "StepTime",
     "MemoryPerChip",
     "TrainingRun",
+    "optimizer_state_bytes_per_param",
+    "optimizer_update_bytes_per_param",
     "zero_memory_per_chip",
     "step_time",
     "memory_per_chip",
@@ -38,17 +40,52 @@ __all__ = [
 
 # Optimizer state per parameter, in numbers of optimizer_dtype values (Adam: two moments).
 OPTIMIZERS = {"adam": 2, "momentum": 1, "sgd": 0}
-# Activation recomputation: what a layer keeps for the backward pass (`TransformerConfig.training_memory`'s
-# policy) and the forward passes it runs again (the training FLOPs grow by that many thirds).
+# The recomputation policies a training step takes (`transformer.REMAT_POLICIES`, which say what a layer
+# keeps) and the forward passes each runs again (the training FLOPs grow by that many thirds).
 # "checkpoints": c D-wide arrays per layer, the text's outputs of the big matmuls, nothing recomputed that
 # costs matmul FLOPs; "full": only each block's input, the whole forward run again; "none": everything.
-REMAT = {"checkpoints": ("custom", 0), "full": ("block", 1), "none": ("none", 0)}
+REMAT_FORWARD_PASSES = {"checkpoints": 0, "full": 1, "none": 0}
 _SECONDS_PER_DAY = 86_400.0
 
 
-def _kept_bytes(arg: str, dtype: str | None) -> float:
-    """Bytes per parameter of a copy kept in `dtype`; 0 when None (no such copy)."""
-    return 0.0 if dtype is None else checks.dtype_bytes(dtype, arg)
+def optimizer_state_bytes_per_param(
+    *, optimizer: str = "adam", optimizer_dtype: str = "fp32", master_dtype: str | None = None
+) -> float:
+    """Bytes of optimizer state one parameter keeps (bytes): K p_o + p_m.
+
+    K = OPTIMIZERS[optimizer] moments of optimizer_dtype (p_o bytes each), plus a master copy of the
+    weight in master_dtype (p_m; 0 when None). Adam in fp32: 8; with an fp32 master copy: 12, the
+    ZeRO paper's K. Book: Part 5, Appendix A (optimizer state).
+
+    Raises:
+        ValueError: an unknown optimizer or dtype.
+    """
+    moments = OPTIMIZERS[checks.one_of("optimizer", optimizer, OPTIMIZERS)]
+    master = 0.0 if master_dtype is None else checks.dtype_bytes(master_dtype, "master_dtype")
+    return moments * checks.dtype_bytes(optimizer_dtype, "optimizer_dtype") + master
+
+
+def optimizer_update_bytes_per_param(
+    *,
+    optimizer: str = "adam",
+    param_dtype: str = "bf16",
+    optimizer_dtype: str = "fp32",
+    master_dtype: str | None = None,
+) -> float:
+    """HBM bytes one parameter's optimizer update moves (bytes): 3 p + 2 s.
+
+    It reads the weight and its gradient (p bytes each, the gradient in param_dtype too) and writes the
+    weight (p), and reads and writes its optimizer state (s = `optimizer_state_bytes_per_param`).
+    Adam, bf16 weights, fp32 moments: 6 + 16 = 22 bytes.
+    Book: Part 5, Appendix A (optimizer state); Part 1 (an elementwise update is memory-bound).
+
+    Raises:
+        ValueError: an unknown optimizer or dtype.
+    """
+    state = optimizer_state_bytes_per_param(
+        optimizer=optimizer, optimizer_dtype=optimizer_dtype, master_dtype=master_dtype
+    )
+    return 3 * checks.dtype_bytes(param_dtype, "param_dtype") + 2 * state
 
 
 def zero_memory_per_chip(
@@ -79,11 +116,12 @@ def zero_memory_per_chip(
     n = checks.count("n_data", n_data)
     if stage not in (0, 1, 2, 3) or isinstance(stage, bool):
         raise ValueError(f"stage={stage!r}: not a ZeRO stage; allowed: 0, 1, 2, 3")
-    moments = OPTIMIZERS[checks.one_of("optimizer", optimizer, OPTIMIZERS)]
-    state = moments * checks.dtype_bytes(optimizer_dtype, "optimizer_dtype") + _kept_bytes("master_dtype", master_dtype)
+    state = optimizer_state_bytes_per_param(
+        optimizer=optimizer, optimizer_dtype=optimizer_dtype, master_dtype=master_dtype
+    )
     sizes = [
         params * checks.dtype_bytes(param_dtype, "param_dtype"),
-        params * _kept_bytes("grad_dtype", grad_dtype),
+        params * (0.0 if grad_dtype is None else checks.dtype_bytes(grad_dtype, "grad_dtype")),
         params * state,
     ]
     cut = {0: (), 1: (2,), 2: (1, 2), 3: (0, 1, 2)}[stage]
@@ -143,7 +181,7 @@ class StepTime:
             (ratio >= 1).
         flops_per_chip: training FLOPs of the step on one chip, causal attention and any recomputed
             forward pass included (FLOPs).
-        remat: the recomputation policy (`REMAT`).
+        remat: the recomputation policy (`REMAT_FORWARD_PASSES`).
         t_math, t_bubble: see above (s).
         collectives: every collective of the step.
         model_flops_per_chip: the step's model FLOPs (`flops_per_token`, causal, no recomputation) over
@@ -240,10 +278,10 @@ def _virtual_stages(layers: int, virtual_stages: int) -> int:
 
 def _step_flops(cfg: TransformerConfig, layout: Layout, batch_tokens: int, seq_len: int, remat: str) -> float:
     """Training FLOPs of one chip of the busiest stage: flops_per_token B / N, times ceil(L / S) S / L when the
-    layers do not split evenly, times (3 + r) / 3 for r recomputed forward passes (`REMAT`)."""
+    layers do not split evenly, times (3 + r) / 3 for r recomputed forward passes (`REMAT_FORWARD_PASSES`)."""
     flops = cfg.flops_per_token(seq_len, training=True, causal=True) * batch_tokens / layout.n_chips
     flops *= stage_layers(cfg, layout) * layout.pipeline / cfg.n_layers
-    return flops * (3 + REMAT[checks.one_of("remat", remat, REMAT)][1]) / 3
+    return flops * (3 + REMAT_FORWARD_PASSES[checks.one_of("remat", remat, REMAT_FORWARD_PASSES)]) / 3
 
 
 def _in_flight(layout: Layout) -> float:
@@ -279,7 +317,7 @@ def step_time(
     """One training step of `model` on `layout`: its roofline, every collective, and its expected time (s).
 
     t_math = flops_per_token(seq_len, training, causal) * B / (N C) at the `matmul_dtype` peak, times
-    (3 + r) / 3 when `remat` (`REMAT`) runs the forward r more times. Per layer, with V_w = one layer's
+    (3 + r) / 3 when `remat` (`REMAT_FORWARD_PASSES`) runs the forward r more times. Per layer, with V_w = one layer's
     weights on a chip, b = B / (data fsdp context expert M) tokens per microbatch and V_a = b D bytes:
     FSDP forward AllGather(V_w), backward AllGather and ReduceScatter; DP backward AllReduce(V_w / fsdp);
     TP per block and microbatch AllGather(V_a) and ReduceScatter(V_a), both passes; CP per microbatch
@@ -294,10 +332,11 @@ def step_time(
     """
     cfg, pl = get_model(model), place(chip, layout)
     _check_step(cfg, layout, batch_tokens, seq_len)
-    layers, peak = stage_layers(cfg, layout), pl.chip.peak_ops_per_s(matmul_dtype)
+    dtypes = StepDtypes(param_dtype=param_dtype, activation_dtype=activation_dtype, matmul_dtype=matmul_dtype,
+                        optimizer_dtype=optimizer_dtype, master_dtype=master_dtype)  # fmt: skip
+    layers, peak = stage_layers(cfg, layout), pl.chip.peak_ops_per_s(dtypes.matmul_dtype)
     v, flops = _virtual_stages(layers, virtual_stages), _step_flops(cfg, layout, batch_tokens, seq_len, remat)
-    t_math, comms = flops / peak, step_collectives(cfg, pl, batch_tokens, v, (param_dtype, activation_dtype))
-    dtypes = (param_dtype, activation_dtype, optimizer_dtype, master_dtype)
+    t_math, comms = flops / peak, step_collectives(cfg, pl, batch_tokens, v, dtypes)
     work = _work(cfg, layout, batch_tokens=batch_tokens, seq_len=seq_len, t_math=t_math, peak=peak, v=v,
                  remat=remat, optimizer=optimizer, dtypes=dtypes)  # fmt: skip
     return StepTime(
@@ -329,12 +368,9 @@ def _work(
     v: int,
     remat: str,
     optimizer: str,
-    dtypes: tuple[str, str, str, str | None],
+    dtypes: StepDtypes,
 ) -> overheads.StepWork:
-    """The step's `overheads.StepWork`: model FLOPs, bubble, recomputation, tokens and the optimizer update's bytes.
-    dtypes: the parameters', activations', optimizer state's and master copy's."""
-    param_dtype, activation_dtype, optimizer_dtype, master_dtype = dtypes
-    moments = OPTIMIZERS[checks.one_of("optimizer", optimizer, OPTIMIZERS)]
+    """The step's `overheads.StepWork`: model FLOPs, bubble, recomputation, tokens and the optimizer update's bytes."""
     model_flops = cfg.flops_per_token(seq_len, training=True, causal=True) * batch_tokens / layout.n_chips
     return overheads.StepWork(
         model_s=model_flops / peak,
@@ -342,13 +378,16 @@ def _work(
         bubble=bounds.pipeline_bubble_fraction(
             stages=layout.pipeline, microbatches=layout.microbatches, virtual_stages=v
         ),
-        remat=REMAT[remat][1],
+        remat=REMAT_FORWARD_PASSES[remat],
         tokens=batch_tokens / layout.batch_shards,
         layers=stage_layers(cfg, layout),
-        update_bytes=overheads.optimizer_bytes_per_param(
-            moments=moments, param_dtype=param_dtype, optimizer_dtype=optimizer_dtype, master_dtype=master_dtype
+        update_bytes=optimizer_update_bytes_per_param(
+            optimizer=optimizer,
+            param_dtype=dtypes.param_dtype,
+            optimizer_dtype=dtypes.optimizer_dtype,
+            master_dtype=dtypes.master_dtype,
         ),
-        activation_dtype=activation_dtype,
+        activation_dtype=dtypes.activation_dtype,
         weight_copies=_weight_shards(cfg, layout),
     )
 
@@ -414,15 +453,15 @@ def memory_per_chip(
             (`parallelism.place`); a negative batch or checkpoint count.
     """
     cfg, pl = get_model(model), place(chip, layout)
-    moments = OPTIMIZERS[checks.one_of("optimizer", optimizer, OPTIMIZERS)]
     total = cfg.training_memory(
         batch_tokens=checks.non_negative("batch_tokens", batch_tokens),
         param_dtype=param_dtype,
         grad_dtype=param_dtype,
-        optimizer_bytes_per_param=moments * checks.dtype_bytes(optimizer_dtype, "optimizer_dtype")
-        + _kept_bytes("master_dtype", master_dtype),
+        optimizer_state_bytes_per_param=optimizer_state_bytes_per_param(
+            optimizer=optimizer, optimizer_dtype=optimizer_dtype, master_dtype=master_dtype
+        ),
         activation_dtype=activation_dtype,
-        remat=REMAT[checks.one_of("remat", remat, REMAT)][0],
+        remat=checks.one_of("remat", remat, REMAT_FORWARD_PASSES),
         checkpoints_per_layer=checkpoints_per_layer if remat == "checkpoints" else None,
     )
     # the largest stage's share of the weights, when the layers do not split evenly over the stages

@@ -35,7 +35,7 @@ __all__ = [
     "moe_critical_batch",
 ]
 
-REMAT_POLICIES = ("none", "block", "mlp_matmuls", "big_matmuls", "custom")
+REMAT_POLICIES = ("none", "full", "mlp_matmuls", "big_matmuls", "checkpoints")
 # The book's rough tally of intermediates a layer keeps per token without rematerialisation, in units
 # of one d_model-wide array (Part 4, "Gradient checkpointing").
 SAVE_ALL_D_MULTIPLE = 20
@@ -403,53 +403,50 @@ class TransformerConfig:
             return self.kv_lora_rank + self.rope_head_dim
         return 2 * self.n_kv_heads * self.head_dim
 
-    def saved_values_per_token_layer(
-        self, remat: str = "block", *, checkpoints_per_layer: float | None = None
-    ) -> float:
+    def saved_values_per_token_layer(self, remat: str = "full", *, checkpoints_per_layer: float | None = None) -> float:
         """Activation values one layer keeps per token for the backward pass under `remat` (count).
 
             "none":        20 D  (the book's rough count of every intermediate;
                            nothing recomputed)
-            "block":       D  (only the layer input; the backward pass reruns
-                           the whole forward)
+            "full":        D  (only the layer input; the backward pass reruns
+                           the whole forward: the book's "block remat")
             "mlp_matmuls": k ((m - 1) F + D)  (outputs of the MLP matmuls;
                            m = 3 gated gives 2F + D)
             "big_matmuls": N H + 2 K H + D + k ((m - 1) F + D)
                            (outputs of q, k, v, o and the MLP matmuls)
-            "custom":      checkpoints_per_layer * D  (the book's "c checkpoints
+            "checkpoints": checkpoints_per_layer * D  (the book's "c checkpoints
                            per layer", e.g. 4 in Part 6)
 
         Widths are the real output widths; the book's "about 7 per layer" for big matmuls counts each as D.
         Book: Part 4 (Transformers), "Gradient checkpointing"; Part 5, Q2; Part 6, "Counting parameters and FLOPs".
 
         Raises:
-            ValueError: unknown policy, or checkpoints_per_layer given with a named policy / missing for custom.
+            ValueError: unknown policy, or checkpoints_per_layer given with another policy / missing for checkpoints.
         """
-        if remat not in REMAT_POLICIES:
-            raise ValueError(f"remat={remat!r}: unknown rematerialisation policy; allowed: {', '.join(REMAT_POLICIES)}")
-        if (remat == "custom") != (checkpoints_per_layer is not None):
+        checks.one_of("remat", remat, REMAT_POLICIES)
+        if (remat == "checkpoints") != (checkpoints_per_layer is not None):
             raise ValueError(
-                f"checkpoints_per_layer={checkpoints_per_layer!r}: only used with remat='custom' (got {remat!r}); "
-                "allowed: a number >= 0 with 'custom', None otherwise"
+                f"checkpoints_per_layer={checkpoints_per_layer!r}: only used with remat='checkpoints' (got {remat!r}); "
+                "allowed: a number >= 0 with 'checkpoints', None otherwise"
             )
         D = self.d_model
         k = self.experts_per_token + self.n_shared_experts if self.is_moe else 1
         mlp_outputs = k * ((self.mlp_matrices - 1) * self.expert_d_ff + D)
-        if remat == "custom" and checkpoints_per_layer is not None:
+        if remat == "checkpoints" and checkpoints_per_layer is not None:
             return checks.non_negative("checkpoints_per_layer", checkpoints_per_layer) * D
         return {
             "none": SAVE_ALL_D_MULTIPLE * D,
-            "block": D,
+            "full": D,
             "mlp_matmuls": mlp_outputs,
             "big_matmuls": (self.n_heads + 2 * self.n_kv_heads) * self.head_dim + D + mlp_outputs,
         }[remat]
 
-    def saved_arrays_per_layer(self, remat: str = "block") -> int:
+    def saved_arrays_per_layer(self, remat: str = "full") -> int:
         """Activation arrays of shape [B, T, width] one layer keeps for the backward pass, any width (count).
 
             "none":        20, the book's rough tally of every intermediate
                            (`SAVE_ALL_D_MULTIPLE`)
-            "block":       1, the layer's input
+            "full":        1, the layer's input
             "big_matmuls": one output per weight matmul of a layer, counted from
                            `op_rows`: 4 projections + k m MLP matmuls = 7 for a dense
                            gated layer (the book's "about 7"; the small MoE router's
@@ -459,10 +456,10 @@ class TransformerConfig:
         Book: Part 4 (Transformers), "Gradient checkpointing"; Problem 4.6.
 
         Raises:
-            ValueError: an unknown policy, or "custom" (its count is the caller's).
+            ValueError: an unknown policy, or "checkpoints" (its count is the caller's).
         """
         checks.one_of("remat", remat, REMAT_POLICIES[:-1])
-        if remat in ("none", "block"):
+        if remat in ("none", "full"):
             return SAVE_ALL_D_MULTIPLE if remat == "none" else 1
         groups = ("mlp",) if remat == "mlp_matmuls" else ("mlp", "qkvo")
         per_layer = (r for r in self.op_rows(0) if r.weight_matmul and r.count == self.n_layers and r.group in groups)
@@ -474,9 +471,9 @@ class TransformerConfig:
         batch_tokens: float,
         param_dtype: str = "bf16",
         grad_dtype: str | None = "bf16",
-        optimizer_bytes_per_param: float = 8,
+        optimizer_state_bytes_per_param: float = 8,
         activation_dtype: str = "bf16",
-        remat: str = "block",
+        remat: str = "full",
         checkpoints_per_layer: float | None = None,
     ) -> TrainingMemory:
         """Bytes a training step holds across all chips, by kind (bytes).
@@ -484,7 +481,7 @@ class TransformerConfig:
             params_bytes      = P * bytes of param_dtype
                                 (P = param_count(), every expert)
             grads_bytes       = P * bytes of grad_dtype (0 when grad_dtype is None)
-            optimizer_bytes   = P * optimizer_bytes_per_param
+            optimizer_bytes   = P * optimizer_state_bytes_per_param
                                 (Adam: two fp32 moments = 8)
             activations_bytes = batch_tokens * L
                                 * saved_values_per_token_layer(remat)
@@ -498,16 +495,16 @@ class TransformerConfig:
             batch_tokens: tokens per step, B * T (count, >= 0).
             param_dtype, grad_dtype: dtypes of the weights and gradients (`checks.DTYPES`; grad_dtype
                 None: no gradients kept).
-            optimizer_bytes_per_param: optimizer state per parameter (bytes, >= 0; 8 for Adam in fp32).
+            optimizer_state_bytes_per_param: optimizer state per parameter (bytes, >= 0; 8 for Adam in fp32).
             activation_dtype: the dtype of a saved activation value.
             remat: one of `REMAT_POLICIES`, see `saved_values_per_token_layer`.
-            checkpoints_per_layer: D-wide arrays saved per layer, only with remat="custom".
+            checkpoints_per_layer: D-wide arrays saved per layer, only with remat="checkpoints".
 
         Raises:
             ValueError: a negative amount, an unknown dtype or an unknown policy.
         """
         checks.non_negative("batch_tokens", batch_tokens)
-        checks.non_negative("optimizer_bytes_per_param", optimizer_bytes_per_param)
+        checks.non_negative("optimizer_state_bytes_per_param", optimizer_state_bytes_per_param)
         bytes_per_param = checks.dtype_bytes(param_dtype, "param_dtype")
         bytes_per_grad = 0.0 if grad_dtype is None else checks.dtype_bytes(grad_dtype, "grad_dtype")
         bytes_per_activation = checks.dtype_bytes(activation_dtype, "activation_dtype")
@@ -516,7 +513,7 @@ class TransformerConfig:
         return TrainingMemory(
             params_bytes=float(n_params * bytes_per_param),
             grads_bytes=float(n_params * bytes_per_grad),
-            optimizer_bytes=float(n_params * optimizer_bytes_per_param),
+            optimizer_bytes=float(n_params * optimizer_state_bytes_per_param),
             activations_bytes=float(batch_tokens * self.n_layers * saved * bytes_per_activation),
             remat=remat,
         )
@@ -563,12 +560,12 @@ def score_bytes(q_len: int, k_len: int, *, block_size: int | None = None, dtype:
 
 
 def moe_critical_batch(
-    n_experts: int, experts_per_token: int, flops_per_s: float, bytes_per_s: float, *, weight_dtype: str = "int8"
+    n_experts: int, experts_per_token: int, flops_per_s: float, bytes_per_s: float, *, param_dtype: str = "int8"
 ) -> float:
     """Tokens per batch above which an MoE layer's expert matmuls are compute-bound (tokens).
 
     Each expert holds D F weights and sees k B / E of the B tokens: 2 (k B / E) D F FLOPs over
-    p D F bytes (p the bytes of a `weight_dtype` value), so the intensity 2 k B / (E p) passes the
+    p D F bytes (p the bytes of a `param_dtype` value), so the intensity 2 k B / (E p) passes the
     chip's critical intensity flops_per_s / bytes_per_s at
         B* = (flops_per_s / bytes_per_s) * E * p / (2 k)
     (activations neglected, B << D, F). Book: Part 4 (Transformers), "Sparsity and Mixture-of-Experts".
@@ -581,4 +578,4 @@ def moe_critical_batch(
     if experts_per_token > n_experts:
         raise ValueError(f"experts_per_token={experts_per_token!r}: more than n_experts={n_experts}; allowed: 1..E")
     ridge = checks.positive("flops_per_s", flops_per_s) / checks.positive("bytes_per_s", bytes_per_s)
-    return ridge * n_experts * checks.dtype_bytes(weight_dtype, "weight_dtype") / (2 * experts_per_token)
+    return ridge * n_experts * checks.dtype_bytes(param_dtype, "param_dtype") / (2 * experts_per_token)

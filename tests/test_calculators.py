@@ -43,7 +43,7 @@ def test_the_training_calculator_shows_the_planners_best_scheme():
 
 def test_the_serving_calculator_reads_decode_step_time_and_says_when_the_batch_does_not_fit():
     s = inference.decode_step_time(
-        "llama-3-70b", "tpu-v5e", 8, batch=256, context_len=8192, weight_dtype="int8", kv_dtype="int8"
+        "llama-3-70b", "tpu-v5e", 8, batch=256, context_len=8192, param_dtype="int8", kv_dtype="int8"
     )
     rows = dict(calculators.serving_calculator().rows(batch=256))
     assert rows["step time"] == fmt(s.t_lower, "s")

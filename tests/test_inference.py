@@ -28,15 +28,15 @@ def test_llama2_13b_table_of_part_7():
 def test_llama3_70b_int8_on_v5e_part_8():
     """Part 8: int8 weights and KV, batch 32, 8192 tokens: 112 GB, a 2x4 slice, about 17 ms a step, half on a 4x4."""
     step = inference.decode_step_time(
-        "llama-3-70b", V5E, 8, batch=32, context_len=8192, weight_dtype="int8", kv_dtype="int8"
+        "llama-3-70b", V5E, 8, batch=32, context_len=8192, param_dtype="int8", kv_dtype="int8"
     )
     assert step.memory_bytes == pytest.approx(112e9, rel=0.02)
     assert step.t_kv + step.t_weights == pytest.approx(112e9 / (8 * 8.1e11), rel=0.02)
     assert step.bound == "weights"
-    n = inference.min_chips("llama-3-70b", V5E, batch=32, context_len=8192, weight_dtype="int8", kv_dtype="int8")
+    n = inference.min_chips("llama-3-70b", V5E, batch=32, context_len=8192, param_dtype="int8", kv_dtype="int8")
     assert topology.smallest_slice(V5E, n).shape == (2, 4)
     bigger = inference.decode_step_time(
-        "llama-3-70b", V5E, 16, batch=32, context_len=8192, weight_dtype="int8", kv_dtype="int8"
+        "llama-3-70b", V5E, 16, batch=32, context_len=8192, param_dtype="int8", kv_dtype="int8"
     )
     assert bigger.t_kv + bigger.t_weights == pytest.approx((step.t_kv + step.t_weights) / 2)
     assert bigger.tokens_per_s_per_chip == pytest.approx(step.tokens_per_s_per_chip, rel=0.1)
@@ -45,7 +45,7 @@ def test_llama3_70b_int8_on_v5e_part_8():
 @pytest.mark.parametrize(("dtype", "shape"), [("bf16", (4, 4)), ("int8", (2, 4)), ("int4", (2, 2))])
 def test_smallest_v5e_slice_for_llama3_70b_weights(dtype, shape):
     """Part 8: bf16 needs a 4x4, int8 a 4x2, int4 a 2x2 (KV caches neglected)."""
-    n = inference.min_chips("llama-3-70b", V5E, batch=0, context_len=8192, weight_dtype=dtype)
+    n = inference.min_chips("llama-3-70b", V5E, batch=0, context_len=8192, param_dtype=dtype)
     assert topology.smallest_slice(V5E, n).shape == shape
 
 
@@ -66,9 +66,9 @@ def test_step_terms_follow_their_formulas():
 
 
 def test_int8_math_halves_math_time_on_v5e():
-    bf16 = inference.decode_step_time("llama-3-70b", V5E, 16, batch=256, context_len=1024, weight_dtype="int8")
+    bf16 = inference.decode_step_time("llama-3-70b", V5E, 16, batch=256, context_len=1024, param_dtype="int8")
     int8 = inference.decode_step_time(
-        "llama-3-70b", V5E, 16, batch=256, context_len=1024, weight_dtype="int8", math_dtype="int8"
+        "llama-3-70b", V5E, 16, batch=256, context_len=1024, param_dtype="int8", matmul_dtype="int8"
     )
     assert int8.t_math == pytest.approx(bf16.t_math * V5E.bf16_flops_per_s / V5E.int8_ops_per_s)
 
@@ -83,7 +83,7 @@ def test_prefill_is_forward_flops_at_peak():
 
 def test_latency_throughput_moves_along_the_frontier():
     steps = inference.latency_throughput(
-        "llama-3-70b", V5E, 16, context_len=2048, batches=[1, 8, 64, 512], weight_dtype="int8"
+        "llama-3-70b", V5E, 16, context_len=2048, batches=[1, 8, 64, 512], param_dtype="int8"
     )
     latencies = [s.t_lower for s in steps]
     throughputs = [s.tokens_per_s_per_chip for s in steps]
@@ -163,10 +163,13 @@ def test_one_chip_of_any_generation_is_predicted_without_collectives():
         (lambda: inference.decode_step_time("llama-3-70b", "v5q", 8, batch=1, context_len=8192), "chip='v5q'"),
         (lambda: inference.decode_step_time("llama-3-70b", V5E, 8, batch=0, context_len=8192), "batch=0"),
         (
-            lambda: inference.decode_step_time("llama-3-70b", V5E, 8, batch=1, context_len=8192, weight_dtype="fp7"),
-            "weight_dtype='fp7': unknown dtype; closest: fp8",
+            lambda: inference.decode_step_time("llama-3-70b", V5E, 8, batch=1, context_len=8192, param_dtype="fp7"),
+            "param_dtype='fp7': unknown dtype; closest: fp8",
         ),
-        (lambda: inference.decode_step_time("llama-3-70b", V5E, 8, batch=1, context_len=8192, math_dtype="fp8"), "fp8"),
+        (
+            lambda: inference.decode_step_time("llama-3-70b", V5E, 8, batch=1, context_len=8192, matmul_dtype="fp8"),
+            "fp8",
+        ),
         (lambda: inference.prefill_time("llama-3-70b", V5E, 8, prompt_len=1024, mfu=1.5), "mfu=1.5"),
         (lambda: inference.min_chips("llama-3.1-405b", V5E, batch=4096, context_len=131072), "batch=4096"),
         (lambda: inference.latency_throughput("llama-3-70b", V5E, 8, context_len=1024, batches=[]), r"batches=\[\]"),
@@ -191,7 +194,7 @@ def test_serve_command_prints_the_table_and_json(capsys):
     rows = json.loads(capsys.readouterr().out)
     assert [r["batch"] for r in rows] == [1, 64] and rows[0]["fits"] and not rows[1]["fits"]
     step = inference.decode_step_time(
-        "llama-3-70b", V5E, 8, batch=64, context_len=8192, weight_dtype="int8", kv_dtype="int8"
+        "llama-3-70b", V5E, 8, batch=64, context_len=8192, param_dtype="int8", kv_dtype="int8"
     )
     assert rows[1]["t_lower_s"] == pytest.approx(step.t_lower)
     assert rows[0]["usd_per_million_tokens"] == pytest.approx(
@@ -235,7 +238,7 @@ def test_step_time_from_sizes_gives_the_pop_quiz_and_matches_the_model_form():
         n_chips=16,
         batch=4,
         context_len=8192,
-        weight_dtype="int8",
+        param_dtype="int8",
     )
     assert small.bound == "weights"
     assert small.t_lower == pytest.approx((4 * 819.2e6 + 30e9) / (16 * 8.1e11))
@@ -246,14 +249,14 @@ def test_step_time_from_sizes_gives_the_pop_quiz_and_matches_the_model_form():
         n_chips=16,
         batch=256,
         context_len=8192,
-        weight_dtype="int8",
+        param_dtype="int8",
     )
     assert big.bound == "math"
     assert big.t_lower == pytest.approx(256 * 819.2e6 / (16 * 8.1e11) + 2 * 256 * 30e9 / (16 * 1.97e14))
     # the same numbers as decode_step_time on one chip, where it has no collectives
     model = get_model("llama-2-13b")
     full = inference.decode_step_time(
-        model, "tpu-v5e", 1, batch=8, context_len=4096, weight_dtype="int8", kv_dtype="int8"
+        model, "tpu-v5e", 1, batch=8, context_len=4096, param_dtype="int8", kv_dtype="int8"
     )
     raw = inference.decode_step_time_from_sizes(
         param_count=model.param_count(),
@@ -262,7 +265,7 @@ def test_step_time_from_sizes_gives_the_pop_quiz_and_matches_the_model_form():
         n_chips=1,
         batch=8,
         context_len=4096,
-        weight_dtype="int8",
+        param_dtype="int8",
     )
     assert (raw.t_kv, raw.t_weights, raw.t_math) == pytest.approx((full.t_kv, full.t_weights, full.t_math))
     with pytest.raises(ValueError, match="kv_bytes_per_token"):
@@ -303,7 +306,7 @@ def test_memory_bound_model_parallelism_balances_ici_against_weight_loads():
     assert t_ici == pytest.approx(t_hbm)
     assert 40 < y < 60  # the text's 56 uses beta = 8; v5e's is 9
     assert inference.memory_bound_model_parallelism(v5e, d_ff=28_672, batch=32) == pytest.approx(2 * y)
-    assert inference.memory_bound_model_parallelism(v5e, d_ff=28_672, batch=64, weight_dtype="int8") == pytest.approx(
+    assert inference.memory_bound_model_parallelism(v5e, d_ff=28_672, batch=64, param_dtype="int8") == pytest.approx(
         y / 2
     )
     with pytest.raises(ValueError, match="batch"):
@@ -319,15 +322,15 @@ GPT_FAST_MIXTRAL = {("bf16", 2): 96.67, ("bf16", 4): 155.35, ("bf16", 8): 227.82
 @pytest.mark.parametrize(("dtype", "gpus"), sorted(GPT_FAST_MIXTRAL))
 def test_mixtral_decode_bound_is_never_slower_than_gpt_fast_measured(dtype, gpus):
     # Before an MoE step read only the experts its batch touches, this bound was 0.45-0.56 of the measured rate.
-    step = inference.decode_step_time("mixtral-8x7b", "a100", gpus, batch=1, context_len=16, weight_dtype=dtype)
+    step = inference.decode_step_time("mixtral-8x7b", "a100", gpus, batch=1, context_len=16, param_dtype=dtype)
     assert step.tokens_per_s >= GPT_FAST_MIXTRAL[dtype, gpus]
 
 
 def test_a_request_mix_adds_prefill_to_the_decode_steps():
-    kw = {"batch": 16, "prompt_len": 2048, "output_len": 512, "weight_dtype": "int8", "kv_dtype": "int8"}
+    kw = {"batch": 16, "prompt_len": 2048, "output_len": 512, "param_dtype": "int8", "kv_dtype": "int8"}
     mix = inference.request_mix("llama-3-70b", V5E, 16, **kw)
     # The steps' cache reads grow linearly, so the mean context gives their sum exactly.
-    at = {c: inference.decode_step_time("llama-3-70b", V5E, 16, batch=16, context_len=c, weight_dtype="int8",
+    at = {c: inference.decode_step_time("llama-3-70b", V5E, 16, batch=16, context_len=c, param_dtype="int8",
                                         kv_dtype="int8").t_lower for c in (2048, 2048 + 256, 2048 + 512)}  # fmt: skip
     assert mix.step.t_lower == pytest.approx(at[2048 + 256]) and at[2048] < mix.step.t_lower < at[2560]
     assert mix.prefill_s == pytest.approx(inference.prefill_time("llama-3-70b", V5E, 16, prompt_len=2048))
@@ -342,7 +345,7 @@ def test_serve_answers_for_a_request_mix_and_refuses_half_of_one(capsys):
     assert main([*argv, "--dtype", "int8", "--prompt", "2K", "--output", "512", "--batches", "16", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     mix = inference.request_mix(
-        "llama-3-70b", V5E, 16, batch=16, prompt_len=2048, output_len=512, weight_dtype="int8", kv_dtype="int8"
+        "llama-3-70b", V5E, 16, batch=16, prompt_len=2048, output_len=512, param_dtype="int8", kv_dtype="int8"
     )
     assert row["request_latency_s"] == pytest.approx(mix.latency_s) and row["requests_per_s"] == pytest.approx(
         mix.requests_per_s

@@ -22,14 +22,6 @@ def test_elementwise_bytes_of_a_tiny_layer_by_hand():
     assert overheads.elementwise_bytes_per_token(moe, tensor=1) == (32 + 48 + 24 + 3 * 12 + 4 * 2 * 8) * 2
 
 
-def test_optimizer_update_bytes():
-    assert overheads.optimizer_bytes_per_param(moments=2) == 22  # Adam: bf16 weight and gradient, fp32 moments
-    assert overheads.optimizer_bytes_per_param(moments=2, master_dtype="fp32") == 30
-    assert overheads.optimizer_bytes_per_param(moments=0, param_dtype="fp32") == 12  # SGD in fp32
-    with pytest.raises(ValueError, match=r"^moments=-1: not a count"):
-        overheads.optimizer_bytes_per_param(moments=-1)
-
-
 def test_tile_padding_counts_only_dims_off_the_tile():
     v5p, v6e = hardware.get_chip("tpu-v5p"), hardware.get_chip("tpu-v6e")
     assert overheads.tile(v5p) == 128 and overheads.tile(v6e) == 256

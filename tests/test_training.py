@@ -293,8 +293,9 @@ def test_an_moe_trains_on_the_flops_of_its_active_weights():
 
 def test_recomputation_trades_a_third_more_flops_for_activation_memory():
     layout, kw = Layout(fsdp=256), {"batch_tokens": 2**22}
-    step = {r: training.step_time("llama-3-8b", "v5e", layout, seq_len=4096, remat=r, **kw) for r in training.REMAT}
-    memory = {r: training.memory_per_chip("llama-3-8b", "v5e", layout, remat=r, **kw) for r in training.REMAT}
+    policies = training.REMAT_FORWARD_PASSES
+    step = {r: training.step_time("llama-3-8b", "v5e", layout, seq_len=4096, remat=r, **kw) for r in policies}
+    memory = {r: training.memory_per_chip("llama-3-8b", "v5e", layout, remat=r, **kw) for r in policies}
     assert step["full"].flops_per_chip == pytest.approx(4 / 3 * step["checkpoints"].flops_per_chip)
     assert step["none"].flops_per_chip == step["checkpoints"].flops_per_chip
     # Part 4, "Gradient checkpointing": 1 D-wide value per layer for the block's input, 4 at the text's
@@ -416,3 +417,13 @@ def test_expert_parallelism_spans_gpu_nodes_like_deepseek_v3():
     # each GPU sends 7/8 of its k b D bytes to other nodes at 50 GB/s (the report's InfiniBand figure)
     per_gpu = a2a.array_bytes / 64
     assert a2a.bandwidth_s >= per_gpu * 7 / 8 / 50e9
+
+
+def test_optimizer_state_and_its_update_traffic():
+    assert training.optimizer_state_bytes_per_param() == 8  # Adam: two fp32 moments
+    assert training.optimizer_state_bytes_per_param(master_dtype="fp32") == 12  # the ZeRO paper's K
+    assert training.optimizer_update_bytes_per_param() == 22  # 3 x 2 bf16 bytes + 2 x 8
+    assert training.optimizer_update_bytes_per_param(master_dtype="fp32") == 30
+    assert training.optimizer_update_bytes_per_param(optimizer="sgd", param_dtype="fp32") == 12
+    with pytest.raises(ValueError, match=r"^optimizer='lion': unknown; allowed: adam, momentum, sgd"):
+        training.optimizer_state_bytes_per_param(optimizer="lion")

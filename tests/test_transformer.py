@@ -240,8 +240,8 @@ def test_saved_arrays_per_layer_counts_the_weight_matmuls():
     assert get_model("mixtral-8x7b").saved_arrays_per_layer("big_matmuls") == 4 + 2 * 3  # k = 2 experts
     assert get_model("llama-3-70b").saved_arrays_per_layer("mlp_matmuls") == 3
     assert tiny().saved_arrays_per_layer("none") == 20 and tiny().saved_arrays_per_layer() == 1
-    with pytest.raises(ValueError, match="remat='custom'"):
-        tiny().saved_arrays_per_layer("custom")
+    with pytest.raises(ValueError, match="remat='checkpoints'"):
+        tiny().saved_arrays_per_layer("checkpoints")
 
 
 def test_attention_crossover_matches_book_rules():
@@ -267,12 +267,12 @@ def test_kv_cache_llama3_70b():
 def test_saved_values_per_policy_by_hand():
     model = tiny()  # D=8, F=16, N H = 8, K H = 4, gated, k = 1
     assert model.saved_values_per_token_layer("none") == 20 * 8
-    assert model.saved_values_per_token_layer("block") == 8
+    assert model.saved_values_per_token_layer("full") == 8
     assert model.saved_values_per_token_layer("mlp_matmuls") == 2 * 16 + 8
     assert model.saved_values_per_token_layer("big_matmuls") == 8 + 2 * 4 + 8 + (2 * 16 + 8)
-    assert model.saved_values_per_token_layer("custom", checkpoints_per_layer=4) == 32
+    assert model.saved_values_per_token_layer("checkpoints", checkpoints_per_layer=4) == 32
     assert tiny(gated_mlp=False).saved_values_per_token_layer("mlp_matmuls") == 16 + 8
-    assert set(REMAT_POLICIES) == {"none", "block", "mlp_matmuls", "big_matmuls", "custom"}
+    assert set(REMAT_POLICIES) == {"none", "full", "mlp_matmuls", "big_matmuls", "checkpoints"}
 
 
 def test_training_memory_book_activation_example():
@@ -288,7 +288,7 @@ def test_training_memory_book_activation_example():
 def test_training_memory_llama3_70b_part6():
     # bf16 params (2 B), Adam fp32 (8 B), no gradients, 4 D-wide checkpoints per layer, 4e6 tokens.
     mem = get_model("llama-3-70b").training_memory(
-        batch_tokens=4e6, grad_dtype=None, remat="custom", checkpoints_per_layer=4
+        batch_tokens=4e6, grad_dtype=None, remat="checkpoints", checkpoints_per_layer=4
     )
     assert isinstance(mem, TrainingMemory)
     assert mem.params_bytes == 2 * 70_553_706_496
@@ -394,23 +394,23 @@ def test_unknown_kv_dtype_raises():
 
 
 def test_unknown_remat_raises():
-    with pytest.raises(ValueError, match="^remat='full':.*block"):
-        tiny().training_memory(batch_tokens=1, remat="full")
+    with pytest.raises(ValueError, match="^remat='block': unknown; .*allowed: none, full"):
+        tiny().training_memory(batch_tokens=1, remat="block")
 
 
-def test_custom_remat_needs_checkpoints():
+def test_checkpoints_remat_needs_a_count():
     with pytest.raises(ValueError, match="^checkpoints_per_layer=None:"):
-        tiny().training_memory(batch_tokens=1, remat="custom")
+        tiny().training_memory(batch_tokens=1, remat="checkpoints")
     with pytest.raises(ValueError, match="^checkpoints_per_layer=4:"):
-        tiny().training_memory(batch_tokens=1, remat="block", checkpoints_per_layer=4)
+        tiny().training_memory(batch_tokens=1, remat="full", checkpoints_per_layer=4)
 
 
 def test_negative_checkpoints_raises():
     with pytest.raises(ValueError, match="^checkpoints_per_layer=-1:"):
-        tiny().training_memory(batch_tokens=1, remat="custom", checkpoints_per_layer=-1)
+        tiny().training_memory(batch_tokens=1, remat="checkpoints", checkpoints_per_layer=-1)
 
 
-@pytest.mark.parametrize("field", ["batch_tokens", "optimizer_bytes_per_param"])
+@pytest.mark.parametrize("field", ["batch_tokens", "optimizer_state_bytes_per_param"])
 def test_negative_memory_amount_raises(field):
     kwargs = {"batch_tokens": 1, field: -1}
     with pytest.raises(ValueError, match=f"^{field}=-1: not a non-negative"):

@@ -73,7 +73,7 @@ def _pop_quiz(params_b: int, kv_kb: int, context: int, tpu: str, chips: int, sma
             n_chips=chips,
             batch=batch,
             context_len=context,
-            weight_dtype="int8",
+            param_dtype="int8",
         ).t_lower
 
     return {"step_time_small_s": step(small), "step_time_big_s": step(big)}
@@ -178,7 +178,7 @@ def _v5e(text_hbm: bool) -> hardware.Chip:
 def _max_batches(context: int, text_hbm: bool = False, **m) -> dict[str, float]:
     model = _model(**m)
     mqa = dataclasses.replace(model, n_kv_heads=1)
-    kw = {"weight_dtype": "int8", "kv_dtype": "int8"}
+    kw = {"param_dtype": "int8", "kv_dtype": "int8"}
     return {
         "max_batch_gqa": inference.max_batch(model, _v5e(text_hbm), 16, context_len=context, **kw),
         "max_batch_mqa": inference.max_batch(mqa, _v5e(text_hbm), 16, context_len=context, **kw),
@@ -190,7 +190,7 @@ def _draw_max_batches(r: random.Random) -> dict:
 
 
 def _weight_load(**m) -> dict[str, float]:
-    int8 = {"weight_dtype": "int8", "kv_dtype": "int8"}
+    int8 = {"param_dtype": "int8", "kv_dtype": "int8"}
     step = inference.decode_step_time(_model(**m), "tpu-v5e", 16, batch=1, context_len=1, **int8)
     return {"weight_load_s": step.t_weights}
 
@@ -202,7 +202,7 @@ def _moe(e: int, top_k: int, ridge: float | None = None, **m) -> dict[str, float
     return {
         "moe_params": model.param_count(),
         # bf16 weights and FLOPs: each expert sees k B / E tokens
-        "moe_critical_batch": transformer.moe_critical_batch(e, top_k, flops, hbm, weight_dtype="bf16"),
+        "moe_critical_batch": transformer.moe_critical_batch(e, top_k, flops, hbm, param_dtype="bf16"),
         "moe_kv_bytes_per_token": model.kv_cache_bytes_per_token("int8"),
         "moe_flops_per_token": 2 * model.active_param_count(),
     }
@@ -221,7 +221,7 @@ def _expert_sharding(e: int, top_k: int, text_hbm: bool = False, **m) -> dict[st
         "expert_load_s": weights / (slice_.n_chips * chip.hbm_bytes_per_s),
         "free_hbm_per_chip_bytes": chip.hbm_bytes - weights / slice_.n_chips,
         "smallest_slice_chips": inference.min_chips(
-            model, chip, batch=1, context_len=1, weight_dtype="int8", kv_dtype="int8"
+            model, chip, batch=1, context_len=1, param_dtype="int8", kv_dtype="int8"
         ),
     }
 

@@ -81,7 +81,7 @@ def _draw_kv(r: random.Random) -> dict:
 
 
 def _batch_memory(tpu: str, batch: int, context: int, **m) -> dict[str, float]:
-    model, kw = _named(**m), {"weight_dtype": "int8", "kv_dtype": "int8"}
+    model, kw = _named(**m), {"param_dtype": "int8", "kv_dtype": "int8"}
     return {
         "memory_bytes_int8": inference.memory_bytes(model, batch=batch, context_len=context, **kw),
         "smallest_slice_chips": inference.min_chips(model, tpu, batch=batch, context_len=context, **kw),
@@ -109,7 +109,7 @@ def _step(model: transformer.TransformerConfig, chip, n_chips: int, batch: int, 
         n_chips=n_chips,
         batch=batch,
         context_len=context,
-        weight_dtype=w,
+        param_dtype=w,
     )
 
 
@@ -138,9 +138,9 @@ def _draw_small_slices(r: random.Random) -> dict:
 def _critical(tpu: str, d: int, f: int) -> dict[str, float]:
     chip = hardware.get_chip(tpu)
 
-    def exact(w_bytes: float, math_dtype: str) -> float:
+    def exact(w_bytes: float, matmul_dtype: str) -> float:
         return roofline.critical_batch_size(
-            d, f, chip.peak_ops_per_s(math_dtype), chip.hbm_bytes_per_s, w_bytes=w_bytes
+            d, f, chip.peak_ops_per_s(matmul_dtype), chip.hbm_bytes_per_s, w_bytes=w_bytes
         )
 
     return {
@@ -173,8 +173,8 @@ def _chip(hbm: float) -> hardware.Chip:
 
 
 def _fill(model, chip, n_chips: int, context: int, w: str) -> dict[str, float]:
-    batch = inference.max_batch(model, chip, n_chips, context_len=context, weight_dtype=w, kv_dtype=w)
-    weights = inference.memory_bytes(model, batch=0, context_len=context, weight_dtype=w, kv_dtype=w)
+    batch = inference.max_batch(model, chip, n_chips, context_len=context, param_dtype=w, kv_dtype=w)
+    weights = inference.memory_bytes(model, batch=0, context_len=context, param_dtype=w, kv_dtype=w)
     free = n_chips * chip.hbm_bytes - weights
     step = _step(model, chip, n_chips, batch, context, w)
     return {"free": free, "batch": batch, "step": step.t_lower, "qps": step.tokens_per_s_per_chip / MEDIAN_DECODE}
@@ -182,7 +182,7 @@ def _fill(model, chip, n_chips: int, context: int, w: str) -> dict[str, float]:
 
 def _smallest(model, chip, context: int, w: str) -> int:
     # weights only: the text takes the caches as negligible here
-    return inference.min_chips(model, chip, batch=0, context_len=context, weight_dtype=w, kv_dtype=w)
+    return inference.min_chips(model, chip, batch=0, context_len=context, param_dtype=w, kv_dtype=w)
 
 
 def _min_slice(dtype: str, hbm: float, context: int, **m) -> dict[str, float]:
@@ -325,7 +325,7 @@ def _draw_81(r: random.Random) -> dict:
 
 
 def _serving_82(tpu: str, batch: int, context: int, **m) -> dict[str, float]:
-    model, kw = _named(**m), {"weight_dtype": "int8", "kv_dtype": "int8"}
+    model, kw = _named(**m), {"param_dtype": "int8", "kv_dtype": "int8"}
     weights = inference.memory_bytes(model, batch=0, context_len=context, **kw)
     return {
         "params_bytes_82": weights,
