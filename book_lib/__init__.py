@@ -12,7 +12,7 @@ the first time it is used. The layers, lowest first:
   model's shapes; `op_rows` its accounting tables' rows, `breakdowns` the records they return, `models`
   the published configs), `gpu` (SMs,
   shared-memory tiles, AllReduce across NVLink nodes),
-  `inference` (decode and prefill times), `layout` (HLO array types: tiling padding, memory spaces),
+  `inference` (decode and prefill times), `hlo_arrays` (HLO array types: tiling padding, memory spaces),
   `systolic` (a NumPy simulation), `tiling` (the Pallas kernels' block sizes from on-chip memory),
   `speculative` (speculative sampling's acceptance rules, in NumPy), `parallelism` (a step's `Layout`
   and its placement on the hardware), `bounds` (the text's closed-form parallelism bounds), `training`
@@ -50,7 +50,7 @@ __all__ = [
     "hlo",
     "inference",
     "kernels",
-    "layout",
+    "hlo_arrays",
     "legible",
     "model_plots",
     "models",

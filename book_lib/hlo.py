@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from book_lib import checks
+from book_lib import checks, hlo_arrays
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -33,8 +33,6 @@ COLLECTIVES = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "coll
 
 # The op of one instruction: "%name = type op(" or "%name = type op-start(" ("-done" is not matched).
 _OP = re.compile(r"=\s*([^=]*?)\b(" + "|".join(COLLECTIVES) + r")(?:-start)?\(")
-# One array in a result type: "f32[4,16]{1,0}" -> "4,16"; a scalar "u32[]" -> "".
-_ARRAY = re.compile(r"\b[a-z]+\d*\[([\d,]*)\]")
 _PAIRS = re.compile(r"source_target_pairs=\{((?:\{\d+,\d+\},?)*)\}")
 
 
@@ -78,14 +76,13 @@ def collective_elements(compiled: jax.stages.Compiled | str) -> list[tuple[str, 
     for line in hlo_text(compiled).splitlines():
         match = _OP.search(line)
         if match:
-            sizes = [_values(dims) for dims in _ARRAY.findall(match.group(1))]
-            found.append((match.group(2), max(sizes, default=0)))
+            found.append((match.group(2), _largest(match.group(1))))
     return found
 
 
-def _values(dims: str) -> int:
-    """The values of an array written "4,16" (a scalar, "", holds one)."""
-    return math.prod(int(d) for d in dims.split(",") if d)
+def _largest(result_type: str) -> int:
+    """The values of the largest array in an instruction's result type (a scalar holds one; none, 0)."""
+    return max((math.prod(a.shape) for a in hlo_arrays.find_arrays(result_type)), default=0)
 
 
 def permute_traffic(compiled: jax.stages.Compiled | str, n_devices: int) -> dict[int, int]:
@@ -107,7 +104,7 @@ def permute_traffic(compiled: jax.stages.Compiled | str, n_devices: int) -> dict
         match = _OP.search(line)
         pairs = _PAIRS.search(line)
         if match and match.group(2) == "collective-permute" and pairs:
-            values = max((_values(dims) for dims in _ARRAY.findall(match.group(1))), default=0)
+            values = _largest(match.group(1))
             shifts = {(int(t) - int(s)) % n_devices for s, t in re.findall(r"\{(\d+),(\d+)\}", pairs.group(1))}
             for shift in shifts:
                 traffic[shift] = traffic.get(shift, 0) + values

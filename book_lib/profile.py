@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from book_lib import checks, hlo
+from book_lib import checks, hlo, hlo_arrays
 
 if TYPE_CHECKING:
     import jax
@@ -48,7 +48,6 @@ __all__ = [
 _INSTRUCTION = re.compile(
     r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<shape>.+?)\s+(?P<op>[a-z][\w\-]*)\((?P<args>[^)]*)\)"
 )
-_ARRAY = re.compile(r"\b(?P<dtype>pred|[a-z]+\d+(?:e\d+m\d+\w*)?)\[(?P<dims>[\d,]*)\]")
 _COMPUTATION = re.compile(r"^\s*(?:ENTRY\s+)?%?(?P<name>[\w.\-]+)\s.*\{\s*$")
 _CALLS = re.compile(r"calls=%?([\w.\-]+)")
 # Collective spellings in op, kernel and computation names: HLO, jax.lax, NCCL (compared without - and _).
@@ -101,15 +100,14 @@ def _parse_instruction(line: str, computation: str) -> HloOp | None:
     match = _INSTRUCTION.match(line)
     if not match:
         return None
-    array = _ARRAY.search(match["shape"]) if not match["shape"].startswith("(") else None
-    dims = tuple(int(d) for d in array["dims"].split(",") if d) if array else ()
+    arrays = hlo_arrays.find_arrays(match["shape"]) if not match["shape"].startswith("(") else []
     operands = tuple(re.findall(r"%([\w.\-]+)", match["args"]))
     calls = _CALLS.search(line)
     return HloOp(
         name=match["name"],
         opcode=match["op"],
-        dtype=array["dtype"] if array else "",
-        shape=dims,
+        dtype=arrays[0].dtype if arrays else "",
+        shape=arrays[0].shape if arrays else (),
         operands=operands,
         calls=calls.group(1) if calls else "",
         computation=computation,

@@ -35,7 +35,7 @@ PURE = (
     "published",
     "systolic",
     "speculative",
-    "layout",
+    "hlo_arrays",
     "tiling",
 )
 

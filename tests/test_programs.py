@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from book_lib.hlo_arrays import tensor_shapes
 from exercises import build
 from exercises.grading import pipeline, programs, recorder
 from exercises.keys import keys_for
@@ -203,7 +204,7 @@ def test_stablehlo_ops_read_operations_not_the_strings_around_them():
         "stablehlo.while",
     ]
     assert ops[2].target == "xla_ffi_python_cpu_callback"
-    assert [programs._shapes(op.text) for op in ops][3] == [()]
+    assert [tensor_shapes(op.text) for op in ops][3] == [()]
 
 
 def test_the_recorder_binds_no_name_in_the_kernel_and_records_plain_values():

@@ -34,6 +34,7 @@ from time import monotonic
 
 import numpy as np
 
+from book_lib.hlo_arrays import tensor_shapes
 from exercises.keys import JaxCheck, keys_for
 
 __all__ = ["N_DEVICES", "ALLOWED_CUSTOM_CALLS", "OPS", "Op", "stablehlo_ops", "judge_programs", "Worker", "WORKER"]
@@ -70,7 +71,6 @@ OPS = {
 }
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _OP_NAME = re.compile(r'^(?:%[\w#:.]+(?:\s*,\s*%[\w#:.]+)*\s*=\s*)?"?([a-z_]+\.[a-z_.]+)"?')
-_TENSOR = re.compile(r"tensor<((?:\d+x)*)[a-z]+\d*>")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,11 +102,6 @@ def stablehlo_ops(module: str) -> list[Op]:
     return ops
 
 
-def _shapes(text: str) -> list[tuple[int, ...]]:
-    """Every ranked tensor type in `text`: `tensor<8x128xf32>` -> (8, 128); a scalar -> ()."""
-    return [tuple(int(d) for d in dims.split("x") if d) for dims in _TENSOR.findall(text)]
-
-
 def _has(ops: list[Op], primitive: str) -> bool:
     for wanted in OPS.get(primitive, (primitive,)):
         kind, _, target = wanted.partition(":")
@@ -122,11 +117,13 @@ def _judge_kernel(check: JaxCheck, name: str, ops: list[Op]) -> str | None:
     *inputs, out_block = (tuple(b) for b in check.kernel_blocks)
     if not any(op.name == "stablehlo.while" for op in ops):
         return f"{name}: the program has no grid of steps (no loop)"
-    loaded = {_shapes(op.text)[-1] for op in ops if op.name == "stablehlo.dynamic_slice" and _shapes(op.text)}
+    loaded = {
+        tensor_shapes(op.text)[-1] for op in ops if op.name == "stablehlo.dynamic_slice" and tensor_shapes(op.text)
+    }
     missing = [b for b in inputs if b not in loaded]
     if missing:
         return f"{name}: no step loads a block of shape {missing[0]}"
-    dots = [_shapes(op.text) for op in ops if op.name == "stablehlo.dot_general"]
+    dots = [tensor_shapes(op.text) for op in ops if op.name == "stablehlo.dot_general"]
     for shapes in dots:
         if shapes and math.prod(shapes[-1]) > math.prod(out_block):
             return f"{name}: a matmul outside the kernel's blocks produces an array of shape {shapes[-1]}"
@@ -207,7 +204,7 @@ def _judge_one(check: JaxCheck, name: str, sizes: tuple, statics: tuple, program
         if not _has(ops, primitive):
             return f"{name}: the program has no {primitive}"
     if check.max_elements is not None:
-        largest = max((math.prod(s) for op in ops for s in _shapes(op.text)), default=0)
+        largest = max((math.prod(s) for op in ops for s in tensor_shapes(op.text)), default=0)
         if largest >= check.max_elements(sizes):
             return f"{name}: the program holds an array of {largest} values, as large as the full score matrix"
     if check.kernel_blocks:

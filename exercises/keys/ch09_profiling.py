@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from book_lib import collectives, layout, roofline
+from book_lib import collectives, hlo_arrays, roofline
 from book_lib.hardware import get_chip
 from exercises.keys import JaxCheck, Key
 
@@ -26,8 +26,8 @@ def _array_text(dtype: str, dims: tuple[int, ...], space: str = "") -> str:
 
 
 def _read_op(dtype: str, d0: int, d1: int, d_in: int, ways: int) -> dict[str, float]:
-    out = layout.parse_array(_array_text(dtype, (d0, d1, d_in // ways), "S(1)"))
-    operand = layout.parse_array(_array_text(dtype, (d0, d1, d_in), "S(1)"))
+    out = hlo_arrays.parse_array(_array_text(dtype, (d0, d1, d_in // ways), "S(1)"))
+    operand = hlo_arrays.parse_array(_array_text(dtype, (d0, d1, d_in), "S(1)"))
     return {"output_bytes": out.bytes, "input_bytes": operand.bytes, "scatter_ways": operand.shape[-1] / out.shape[-1]}
 
 
@@ -43,15 +43,15 @@ def _draw_read_op(r: random.Random) -> dict:
 
 
 def _memory(space: str) -> str:
-    return layout.parse_array(f"f32[512,1024]{{1,0:T(8,128){space}}}").memory
+    return hlo_arrays.parse_array(f"f32[512,1024]{{1,0:T(8,128){space}}}").memory
 
 
 def _tiling(rows: int, cols: int, tile_rows: int, tile_cols: int) -> dict[str, float]:
-    padded_rows, padded_cols = layout.padded_shape((rows, cols), (tile_rows, tile_cols))
+    padded_rows, padded_cols = hlo_arrays.padded_shape((rows, cols), (tile_rows, tile_cols))
     return {
         "padded_rows": padded_rows,
         "padded_cols": padded_cols,
-        "expansion": layout.padding_expansion((rows, cols), (tile_rows, tile_cols)),
+        "expansion": hlo_arrays.padding_expansion((rows, cols), (tile_rows, tile_cols)),
     }
 
 
@@ -149,7 +149,7 @@ KEYS = {
     "ch09_q2_memory_space": Key(
         names=("memory_space",),
         kind="choice",
-        choices=(*layout.MEMORY_SPACES.values(), layout.OTHER_SPACE),
+        choices=(*hlo_arrays.MEMORY_SPACES.values(), hlo_arrays.OTHER_SPACE),
         expected=_memory,
         params={"space": "S(1)"},
         draw=lambda r: {"space": r.choice(("", "S(0)", "S(1)", "S(2)", "S(3)"))},

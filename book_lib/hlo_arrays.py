@@ -1,4 +1,5 @@
-"""How an XLA array sits in memory: its element size, its tiling's padding, and its memory space.
+"""HLO array types: how an XLA array sits in memory (element size, tiling's padding, memory space),
+and the one reader of array types in a program's text, HLO's and StableHLO's.
 
 An HLO array type reads `dtype[dims]{minor_to_major:T(tile)...S(space)}`, for example
 `bf16[8,1024,2048]{2,1,0:T(8,128)(2,1)S(1)}`:
@@ -10,6 +11,10 @@ An HLO array type reads `dtype[dims]{minor_to_major:T(tile)...S(space)}`, for ex
   one 4-byte word) cut each outer tile again: they divide it and add no padding, but they decide
   the order of the values in memory (`tiled_offset`);
 * `S(1)`: the memory space, VMEM; `S(0)`, usually left out, is HBM. The text names no other.
+
+`parse_array` reads one such type exactly; `find_arrays` every one in a line of HLO (a result type,
+a tuple of them), and `tensor_shapes` the `tensor<8x128xf32>` types of StableHLO. `hlo`, `profile`
+and the grader's program checks read array types through these alone.
 
 Pure Python: no JAX import. Book: Part 9 (How to Profile TPU Programs), "How to Read an XLA Op".
 """
@@ -32,13 +37,19 @@ __all__ = [
     "memory_space",
     "HloArray",
     "parse_array",
+    "find_arrays",
+    "tensor_shapes",
 ]
 
 # What the text calls each memory-space code; S(2), S(3) and above are "other memory spaces".
 MEMORY_SPACES = {0: "HBM", 1: "VMEM"}
 OTHER_SPACE = "another memory space"
 
-_ARRAY = re.compile(r"^\s*(?P<dtype>\w+)\[(?P<dims>[\d,\s]*)\](?:\{(?P<layout>[^}]*)\})?\s*$")
+# One array type: an element type (`f32`, `bf16`, `pred`, `f8e4m3fn`), its dims, and its layout if printed.
+_ARRAY = r"(?P<dtype>[a-z][a-z0-9]*)\[(?P<dims>[\d,\s]*)\](?:\{(?P<layout>[^}]*)\})?"
+_ONE_ARRAY = re.compile(rf"^\s*{_ARRAY}\s*$")
+_ANY_ARRAY = re.compile(rf"\b{_ARRAY}")
+_TENSOR = re.compile(r"tensor<((?:\d+x)*)[a-z]+\d*>")
 
 
 def _dims(arg: str, values: Sequence[int], minimum: int) -> tuple[int, ...]:
@@ -178,12 +189,10 @@ class HloArray:
         return memory_space(self.space)
 
 
-def _layout(text: str, layout: str, rank: int) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...], int]:
+def _layout(layout: str) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...], int]:
     """(minor_to_major, tiles outer first, memory-space code) of a layout like `2,1,0:T(8,128)(2,1)S(1)`."""
     order_text, _, rest = layout.partition(":")
     order = tuple(int(d) for d in order_text.split(",") if d.strip())
-    if order and sorted(order) != list(range(rank)):
-        raise ValueError(f"text={text!r}: layout {order} is not a permutation of {rank} dims; allowed: e.g. {{1,0}}")
     tiling = re.search(r"T((?:\([\d,]+\))+)", rest)
     levels = re.findall(r"\(([\d,]+)\)", tiling.group(1)) if tiling else []
     space = re.search(r"S\((\d+)\)", rest)
@@ -201,14 +210,36 @@ def parse_array(text: str) -> HloArray:
         ValueError: text that is not one array type, an unknown dtype, a layout that is not a
             permutation of the dims, or a tile with more dims than the array.
     """
-    match = _ARRAY.match(text) if isinstance(text, str) else None
+    match = _ONE_ARRAY.match(text) if isinstance(text, str) else None
     if match is None:
         raise ValueError(f"text={text!r}: not an HLO array type; allowed: e.g. 'f32[3,5]{{1,0:T(2,2)}}'")
-    dtype = match["dtype"]
-    checks.dtype(dtype)  # an element type `checks.DTYPES` knows
-    shape = tuple(int(d) for d in match["dims"].split(",") if d.strip())
-    order, tiles, space = _layout(text, match["layout"] or "", len(shape))
-    tile, inner = (tiles[0], tiles[1:]) if tiles else ((), ())
-    array = HloArray(dtype=dtype, shape=shape, minor_to_major=order, tile=tile, space=space, inner_tiles=inner)
+    checks.dtype(match["dtype"])  # an element type `checks.DTYPES` knows
+    array = _array(match)
+    order, rank = array.minor_to_major, len(array.shape)
+    if order and sorted(order) != list(range(rank)):
+        raise ValueError(f"text={text!r}: layout {order} is not a permutation of {rank} dims; allowed: e.g. {{1,0}}")
     padded_shape(array.memory_shape, array.tile)  # refuses a tile with more dims than the array
     return array
+
+
+def _array(match: re.Match[str]) -> HloArray:
+    shape = tuple(int(d) for d in match["dims"].split(",") if d.strip())
+    order, tiles, space = _layout(match["layout"] or "")
+    tile, inner = (tiles[0], tiles[1:]) if tiles else ((), ())
+    return HloArray(dtype=match["dtype"], shape=shape, minor_to_major=order, tile=tile, space=space, inner_tiles=inner)
+
+
+def find_arrays(text: str) -> list[HloArray]:
+    """Every HLO array type in `text`, in order: `(f32[4,16]{1,0}, u32[])` gives f32[4,16] and u32[].
+
+    Each is read as `parse_array` reads one; element types are kept as printed, unchecked (`token[]`
+    too), so a whole instruction of any program can be scanned. A scalar has shape ().
+    Book: Part 9 (How to Profile TPU Programs), "How to Read an XLA Op".
+    """
+    return [_array(match) for match in _ANY_ARRAY.finditer(text)]
+
+
+def tensor_shapes(text: str) -> list[tuple[int, ...]]:
+    """Every ranked tensor type of StableHLO in `text`, as its dims: `tensor<8x128xf32>` -> (8, 128), a
+    scalar `tensor<f32>` -> (). The same arrays as `find_arrays` reads once XLA has compiled them."""
+    return [tuple(int(d) for d in dims.split("x") if d) for dims in _TENSOR.findall(text)]
