@@ -61,11 +61,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from book_lib import checks, topology
 from book_lib.hardware import Chip, get_chip
 
 __all__ = [
+    "CollectiveNames",
+    "NAMES",
     "HOP_LATENCY_S",
     "LINKS",
     "OPS",
@@ -86,9 +89,52 @@ __all__ = [
     "call_latency_s",
 ]
 
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CollectiveNames:
+    """One collective as each of the book's sources spells it.
+
+    Attributes:
+        op: book_lib's name (`collective_time(op, ...)`, `CollectiveCost.op`).
+        book: the text's word.
+        lax: the `jax.lax` function that issues it.
+        primitive: the JAX primitive it traces to (what a jaxpr shows).
+        hlo: the compiled HLO op (`-start` and `-done` halves when asynchronous).
+        stablehlo: the StableHLO operation `jax.export` serialises.
+        nccl: the word in NCCL's kernel names on a GPU trace (`ncclDevKernel_AllGather_RING_LL`).
+    """
+
+    op: str
+    book: str
+    lax: str
+    primitive: str
+    hlo: str
+    stablehlo: str
+    nccl: str
+
+
+# The one table of collective names; `OPS` are the four `collective_time` models. Sources: jax.lax's API
+# (https://docs.jax.dev/en/latest/jax.lax.html), XLA's operation semantics
+# (https://openxla.org/xla/operation_semantics), StableHLO's spec (https://openxla.org/stablehlo/spec),
+# NCCL's kernels (https://github.com/NVIDIA/nccl/blob/master/src/device/generate.py).
+NAMES: MappingProxyType[str, CollectiveNames] = MappingProxyType({
+    n.op: n
+    for n in (
+        CollectiveNames(op="all_gather", book="AllGather", lax="all_gather", primitive="all_gather",
+                        hlo="all-gather", stablehlo="stablehlo.all_gather", nccl="AllGather"),
+        CollectiveNames(op="reduce_scatter", book="ReduceScatter", lax="psum_scatter", primitive="reduce_scatter",
+                        hlo="reduce-scatter", stablehlo="stablehlo.reduce_scatter", nccl="ReduceScatter"),
+        CollectiveNames(op="all_reduce", book="AllReduce", lax="psum", primitive="psum",
+                        hlo="all-reduce", stablehlo="stablehlo.all_reduce", nccl="AllReduce"),
+        CollectiveNames(op="all_to_all", book="AllToAll", lax="all_to_all", primitive="all_to_all",
+                        hlo="all-to-all", stablehlo="stablehlo.all_to_all", nccl="SendRecv"),
+        CollectiveNames(op="permute", book="collective permute", lax="ppermute", primitive="ppermute",
+                        hlo="collective-permute", stablehlo="stablehlo.collective_permute", nccl="SendRecv"),
+    )
+})  # fmt: skip
+OPS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
 HOP_LATENCY_S = 1e-6  # per ICI hop; Book: Part 3, "A note on ICI latency"
 LINKS = ("ici", "dcn", "pcie")
-OPS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
 # NCCL's own cost model of a ring collective in its low-latency protocol (src/graph/tuning.cc, baseLat and
 # hwLat for Ring/LL: https://github.com/NVIDIA/nccl/blob/master/src/graph/tuning.cc): a fixed 6.6 us per
 # call, plus 0.6 us per ring step over NVLink and 2.7 us per step that crosses the network.

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from book_lib import checks, hlo_arrays
+from book_lib import checks, collectives, hlo_arrays
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -29,7 +29,7 @@ __all__ = [
     "cost",
 ]
 
-COLLECTIVES = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
+COLLECTIVES = tuple(names.hlo for names in collectives.NAMES.values())
 
 # The op of one instruction: "%name = type op(" or "%name = type op-start(" ("-done" is not matched).
 _OP = re.compile(r"=\s*([^=]*?)\b(" + "|".join(COLLECTIVES) + r")(?:-start)?\(")

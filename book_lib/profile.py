@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from book_lib import checks, hlo, hlo_arrays
+from book_lib import checks, collectives, hlo, hlo_arrays
 
 if TYPE_CHECKING:
     import jax
@@ -50,8 +50,12 @@ _INSTRUCTION = re.compile(
 )
 _COMPUTATION = re.compile(r"^\s*(?:ENTRY\s+)?%?(?P<name>[\w.\-]+)\s.*\{\s*$")
 _CALLS = re.compile(r"calls=%?([\w.\-]+)")
-# Collective spellings in op, kernel and computation names: HLO, jax.lax, NCCL (compared without - and _).
-_COMM_WORDS = ("allreduce", "allgather", "reducescatter", "collectivepermute", "alltoall", "ppermute", "psum", "nccl")
+# Collective spellings in op, kernel and computation names (`collectives.NAMES`: HLO, jax.lax, NCCL),
+# compared lowercased without - and _, and any NCCL kernel.
+_COMM_WORDS = tuple(dict.fromkeys(("nccl", *(
+    getattr(names, field).lower().replace("-", "").replace("_", "")
+    for names in collectives.NAMES.values() for field in ("hlo", "lax", "primitive", "nccl")
+))))  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

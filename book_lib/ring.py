@@ -26,22 +26,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from book_lib import collectives
 from book_lib.notation import ShardedArray, parse
 
 if TYPE_CHECKING:
     import jax
 
 __all__ = [
-    "OPS",
     "all_gather",
     "reduce_scatter",
     "all_reduce",
     "all_to_all",
     "partition_spec",
 ]
-
-OPS = collectives.OPS
 
 
 def _ring(n: int) -> list[tuple[int, int]]:

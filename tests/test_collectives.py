@@ -276,3 +276,10 @@ def test_all_gather_time_matches_blocks_counted_on_the_busiest_link(n, ring):
     counted_s = _busiest_link_blocks(n, ring) * (v / n) / W_V5E
     modelled = collective_time("all_gather", v, n, "v5e", wraparound=ring, hop_latency_s=0)
     assert modelled.bandwidth_s == pytest.approx(counted_s)
+
+
+def test_one_table_names_each_collective_in_every_spelling():
+    names = collectives.NAMES
+    assert set(names) == {*collectives.OPS, "permute"}
+    assert names["reduce_scatter"].lax == "psum_scatter" and names["all_reduce"].primitive == "psum"
+    assert all(n.stablehlo == "stablehlo." + n.hlo.replace("-", "_") for n in names.values())

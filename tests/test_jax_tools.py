@@ -546,3 +546,11 @@ def test_comms_time_vs_batch_draws_t_math_dashed_in_black_after_the_schemes():
     matplotlib.pyplot.close(fig)
     with pytest.raises(ValueError, match=r"^t_comms\['t_math'\]=1 points"):
         model_plots.comms_time_vs_batch(batches, {"FSDP": [1.0, 1.0, 1.0]}, [0.4])
+
+
+def test_the_collective_names_are_jaxs_own():
+    from book_lib import collectives
+
+    for names in collectives.NAMES.values():
+        assert callable(getattr(jax.lax, names.lax)), names.lax
+    assert hlo.COLLECTIVES == tuple(n.hlo for n in collectives.NAMES.values())

@@ -34,6 +34,7 @@ from time import monotonic
 
 import numpy as np
 
+from book_lib import collectives
 from book_lib.hlo_arrays import tensor_shapes
 from exercises.keys import JaxCheck, keys_for
 
@@ -62,11 +63,7 @@ OPS = {
         "custom_call:SPMDFullToShardShape",
         "custom_call:xla.sdy.GlobalToLocalShape",
     ),
-    "psum": ("stablehlo.all_reduce",),
-    "all_gather": ("stablehlo.all_gather",),
-    "reduce_scatter": ("stablehlo.reduce_scatter",),
-    "all_to_all": ("stablehlo.all_to_all",),
-    "ppermute": ("stablehlo.collective_permute",),
+    **{names.primitive: (names.stablehlo,) for names in collectives.NAMES.values()},
     "dynamic_update_slice": ("stablehlo.dynamic_update_slice",),
 }
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
