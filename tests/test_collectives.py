@@ -2,7 +2,7 @@
 
 import pytest
 
-from book_lib import topology
+from book_lib import collectives, topology
 from book_lib.collectives import (
     CollectiveTime,
     all_gather_time,
