@@ -1,26 +1,35 @@
-"""Diagrams of how a program moves data: schedules drawn from `book_lib`'s own counts.
+"""Diagrams: what a chip is made of, what a Transformer layer computes, how a program moves data.
 
-Each function takes the sizes that fix the schedule, reads the schedule from the pure layer and
-returns `(fig, ax)`, drawn under `plots.STYLE` (importing this module changes no matplotlib
-setting). Every patch carries a `gid` that names what it stands for, so a test can count them.
-Text is at least 9 pt; captions live in the notebook.
+Every picture of the book that is a drawing rather than a plot of numbers: a TPU chip's block
+diagram (Part 2), a systolic array's wave of work (Part 2), one decoder layer's operations
+(Part 4) and the collective matmul's ring (Part 10). Each function reads its figures from the pure
+layer (`hardware`, `transformer.op_rows`, `collectives.ring_chunks`) and returns `(fig, ax)`, drawn
+under `plots.STYLE` (importing this module changes no matplotlib setting). Every patch carries a
+`gid` that names what it stands for, so a test can count them; captions live in the notebook.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
+import numpy as np
 
 from book_lib import checks, collectives
-from book_lib.plots import _PALETTE, _styled
+from book_lib.hardware import VMEM_OVER_HBM_BANDWIDTH_RATIO, Chip, get_chip
+from book_lib.numfmt import fmt
+from book_lib.plots import PALETTE, styled
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["MAX_RING", "collective_matmul_ring"]
+    from book_lib.transformer import TransformerConfig
+
+__all__ = ["MAX_RING", "tpu_chip", "systolic_snapshots", "transformer_layer", "collective_matmul_ring"]
 
 MAX_RING = 8  # the most devices a ring diagram draws legibly on the page's width
 _BOX_W, _BOX_H, _GAP = 0.62, 0.62, 0.38  # a step's column and the gap its arrows cross (data units)
@@ -29,7 +38,7 @@ _FONT = 10.0
 
 def _chunk_box(ax: Axes, step: int, row: float, chunk: int, gid: str) -> None:
     """One device's chunk at one step: a box in the chunk's colour, its number inside."""
-    color = _PALETTE[chunk % len(_PALETTE)]
+    color = PALETTE[chunk % len(PALETTE)]
     x = step * (_BOX_W + _GAP)
     ax.add_patch(
         mpl.patches.FancyBboxPatch(
@@ -52,7 +61,7 @@ def _hop(ax: Axes, step: int, rows: tuple[float, float], wraps: bool, gid: str) 
     )  # fmt: skip
 
 
-@_styled
+@styled
 def collective_matmul_ring(n_devices: int) -> tuple[Figure, Axes]:
     """The ring schedule of the AllGather collective matmul: which chunk of A each device multiplies.
 
@@ -86,4 +95,193 @@ def collective_matmul_ring(n_devices: int) -> tuple[Figure, Axes]:
     ax.set_xlim(-1.15, n * (_BOX_W + _GAP) - _GAP + 0.05)
     ax.set_ylim(-0.4, n - 0.15)
     ax.set_axis_off()
+    return fig, ax
+
+
+@styled
+def systolic_snapshots(active: np.ndarray, cycles_to_show: Sequence[int]) -> tuple[Figure, Axes]:
+    """One panel per cycle: which elements of a systolic grid do a multiply-add (dark) at that cycle.
+
+    Args:
+        active: bool[T, K, N] from `book_lib.systolic.simulate`.
+        cycles_to_show: the cycles to draw.
+    """
+    fig, axes = plt.subplots(1, len(cycles_to_show), figsize=(2.0 * len(cycles_to_show), 2.4), squeeze=False)
+    for ax, t in zip(axes[0], cycles_to_show, strict=True):
+        ax.imshow(active[t], cmap="Greys", vmin=0, vmax=1.6)
+        ax.set_xlabel(f"cycle {t}: column")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.grid(False)
+    axes[0][0].set_ylabel("row of the grid")
+    return fig, axes[0][0]
+
+
+def _box(ax: Axes, xy: tuple[float, float], w: float, h: float, text: str, gid: str, shade: float) -> None:
+    """A labelled rectangle of the chip diagram; `gid` names the unit so a test can find it."""
+    face = (1.0 - 0.35 * shade, 1.0 - 0.25 * shade, 1.0 - 0.1 * shade)
+    rect = mpl.patches.Rectangle(xy, w, h, facecolor=face, edgecolor="0.25", lw=1.2, gid=gid)
+    ax.add_patch(rect)
+    ax.text(xy[0] + w / 2, xy[1] + h / 2, text, ha="center", va="center", fontsize=7, gid=f"{gid}-label")
+
+
+def _arrow(ax: Axes, start: tuple[float, float], end: tuple[float, float], text: str, gid: str) -> None:
+    """A two-headed arrow of the chip diagram with its label beside its middle."""
+    arrow = mpl.patches.FancyArrowPatch(start, end, arrowstyle="<|-|>", mutation_scale=9, color="0.2", lw=1.2, gid=gid)
+    ax.add_patch(arrow)
+    if text:
+        mid = ((start[0] + end[0]) / 2 + 0.12, (start[1] + end[1]) / 2)
+        ax.text(*mid, text, fontsize=6.5, va="center", ha="left", color="0.15", gid=f"{gid}-label")
+
+
+def _core(ax: Axes, chip: Chip, x: float, w: float, core: int) -> None:
+    """One TensorCore between x and x + w: scalar unit, VREGs, VPU, MXUs and VMEM, with their data paths."""
+    sublanes, lanes = chip.vpu_shape or (8, 128)
+    vregs = f"{chip.vregs_per_core} VREGs" if chip.vregs_per_core else "VREGs"
+    vmem = f"VMEM {chip.vmem_bytes / 2**20:.0f} MiB" if chip.vmem_bytes else "VMEM (size unpublished)"
+    _box(ax, (x, 2.5), w, 4.2, "", "tensorcore", 0.15)
+    ax.text(x + 0.1, 6.5, f"TensorCore {core}", fontsize=7.5, weight="bold", va="center")
+    _box(ax, (x + 0.15, 5.45), 0.42 * w, 0.7, "scalar unit\n+ SMEM", "scalar", 0.4)
+    _box(ax, (x + 0.15, 4.4), 0.42 * w, 0.7, f"{vregs}\n{sublanes} x {lanes} words", "vregs", 0.5)
+    _box(ax, (x + 0.15, 3.45), 0.42 * w, 0.65, f"VPU\n{sublanes} x {lanes} lanes", "vpu", 0.6)
+    _box(ax, (x + 0.15, 2.65), w - 0.3, 0.4, vmem, "vmem", 0.3)
+    n = chip.mxus_per_core or 0
+    cols = math.ceil(math.sqrt(n)) if n else 1
+    rows = math.ceil(n / cols) if n else 1
+    side = min((0.4 * w - 0.1 * cols) / cols, (2.0 - 0.1 * rows) / rows, 0.9)
+    for i in range(n):
+        corner = (x + 0.55 * w + (i % cols) * (side + 0.1), 6.15 - (i // cols + 1) * (side + 0.1))
+        _box(ax, corner, side, side, "MXU", "mxu", 0.8)
+    ax.text(
+        x + 0.75 * w,
+        6.1 - rows * (side + 0.1),
+        f"{n} x {chip.mxu_size} x {chip.mxu_size}",
+        fontsize=6.5,
+        ha="center",
+        va="top",
+    )
+    _arrow(ax, (x + 0.36 * w, 5.45), (x + 0.36 * w, 5.1), "", "control")
+    _arrow(ax, (x + 0.36 * w, 4.4), (x + 0.36 * w, 4.1), "", "vregs-vpu")
+    _arrow(ax, (x + 0.2 * w, 3.05), (x + 0.2 * w, 3.45), "", "vmem-vpu")
+    fast = VMEM_OVER_HBM_BANDWIDTH_RATIO * chip.hbm_bytes_per_s / chip.cores_per_chip
+    label = f"~{_bandwidth(fast)}" if core == 0 else ""
+    _arrow(ax, (x + 0.62 * w, 3.05), (x + 0.62 * w, 5.95 - rows * (side + 0.1) - 0.35), label, "vmem-mxu")
+
+
+def _bandwidth(bytes_per_s: float) -> str:
+    """A bandwidth in two significant figures by the house rule ("810 GB/s")."""
+    return fmt(bytes_per_s, "B/s", digits=2)
+
+
+@styled
+def tpu_chip(chip: Chip | str) -> tuple[Figure, Axes]:
+    """A block diagram of one TPU chip: TensorCores (scalar unit, VREGs, VPU, MXUs, VMEM), HBM and links.
+
+    Arrows carry per-chip bandwidths from `book_lib.hardware` (bytes/s, one direction): HBM to VMEM by
+    DMA, VMEM to the MXUs at `VMEM_OVER_HBM_BANDWIDTH_RATIO` times HBM's rate (the text's estimate,
+    split over the cores), PCIe to the host and one arrow per ICI link. Patches carry a `gid` naming
+    their unit ("mxu", "tensorcore", "ici", ...). Book: Part 2 (All About TPUs), Figure 3 and Appendix C.
+
+    Raises:
+        ValueError: an unknown chip, or a GPU (no TensorCore figures).
+    """
+    chip = get_chip(chip)
+    if not chip.is_tpu:
+        raise ValueError(f"chip={chip.name!r}: a GPU has no TensorCore figures; allowed: a TPU")
+    fig, ax = plt.subplots(figsize=(6.8, 4.76))  # the column width: its 6.5 pt text stays 9 px
+    ax.set_xlim(0, 12)
+    ax.set_ylim(0, 8.4)
+    ax.set_axis_off()
+    _box(ax, (1.5, 0.6), 9.0, 6.4, "", "chip", 0.05)
+    ax.text(1.6, 6.8, f"{chip.name} chip", fontsize=8, weight="bold", va="center")
+    _box(ax, (2.0, 0.9), 8.0, 0.8, f"HBM {chip.hbm_bytes / 2**30:.0f} GiB", "hbm", 0.45)
+    w = (8.0 - 0.3 * (chip.cores_per_chip - 1)) / chip.cores_per_chip
+    for core in range(chip.cores_per_chip):
+        x = 2.0 + core * (w + 0.3)
+        _core(ax, chip, x, w, core)
+        label = f"DMA {_bandwidth(chip.hbm_bytes_per_s)}" if core == 0 else ""
+        _arrow(ax, (x + 0.3 * w, 1.7), (x + 0.3 * w, 2.65), label, "hbm-vmem")
+    _box(ax, (4.5, 7.55), 3.0, 0.65, "CPU host", "host", 0.2)
+    _arrow(ax, (6.0, 7.0), (6.0, 7.55), f"PCIe {_bandwidth(chip.pcie_bytes_per_s)}", "pcie")
+    per_side = math.ceil(chip.ici_links / 2)
+    for i in range(chip.ici_links):
+        left = i % 2 == 0
+        y = 1.3 + (i // 2) * 5.0 / max(1, per_side - 1)
+        start, end = ((1.5, y), (0.4, y)) if left else ((10.5, y), (11.6, y))
+        _arrow(ax, start, end, "", "ici")
+    ax.text(0.05, 0.25, f"ICI: {chip.ici_links} links x {_bandwidth(chip.ici_bytes_per_s)} each way", fontsize=7)
+    return fig, ax
+
+
+_LAYER_LEVELS = (  # (row names side by side, shape of the activations they produce), top to bottom
+    (("norms",), "[B,T,D]"),
+    (("W_Q", "W_K", "W_V"), "[B,T,N,H], [B,S,K,H] x 2"),
+    (("Q K^T",), "[B,T,S,K,G]"),
+    (("softmax",), "[B,T,S,K,G]"),
+    (("P V",), "[B,T,N,H]"),
+    (("W_O",), "[B,T,D]"),
+    (("norms",), "[B,T,D]"),
+    (("W_in1 (gate)", "W_in2 (up)", "W_in"), "[B,T,F]"),
+    (("activation x up", "activation"), "[B,T,F]"),
+    (("W_out (down)",), "[B,T,D]"),
+)
+
+
+def _flow_arrow(ax: Axes, start: tuple[float, float], end: tuple[float, float], gid: str) -> None:
+    """A one-headed arrow from `start` to `end` (data flowing down the layer)."""
+    ax.add_patch(
+        mpl.patches.FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=9, color="0.3", lw=1, gid=gid)
+    )
+
+
+@styled
+def transformer_layer(config: TransformerConfig) -> tuple[Figure, Axes]:
+    """One decoder layer of `config`, top to bottom: a box per operation of `config.op_rows`, arrows between.
+
+    Each box shows the operation with its operand shapes in the book's letters (input on the left,
+    weights on the right: A[B,T,D] . W_in1[D,F]), its training FLOPs and its weights; the label on
+    each arrow is the shape it carries. Two residual adds close the attention and MLP halves. Patches
+    carry `gid` "op:<row name>"; arrows "flow" and "residual". An MoE router is not drawn.
+    Book: Part 4 (Transformers), Figure 8.
+    """
+    rows = {("norms" if r.group == "norms" else r.name): r for r in config.op_rows(0) if r.count == config.n_layers}
+    fig, ax = plt.subplots(figsize=(6.8, 8.16))  # the column width: its 6.5 pt text stays 9 px
+    ax.set_xlim(0, 10)
+    ax.set_ylim(-0.6, len(_LAYER_LEVELS) + 1.6)
+    ax.set_axis_off()
+    fig.subplots_adjust(left=0.02, right=0.98, bottom=0.02, top=0.98)
+    top = len(_LAYER_LEVELS) + 0.9
+    ax.text(5, top + 0.35, "input x: [B,T,D]", ha="center", fontsize=8, gid="layer-input")
+    for level, (names, shape) in enumerate(_LAYER_LEVELS):
+        y = top - 1 - level
+        here = [rows[n] for n in names if n in rows]
+        if not here:
+            continue
+        width = 8.4 / len(here) - 0.2
+        for i, row in enumerate(here):
+            x = 0.8 + i * (width + 0.2)
+            shade = 0.5 if row.weight_matmul else (0.25 if row.group == "dot_product" else 0.08)
+            face = (1.0 - 0.35 * shade, 1.0 - 0.25 * shade, 1.0 - 0.1 * shade)
+            ax.add_patch(
+                mpl.patches.Rectangle((x, y), width, 0.62, facecolor=face, edgecolor="0.25", gid=f"op:{row.name}")
+            )
+            weights = (
+                ", D weights" if row.group == "norms" else (f", {row.params_formula} weights" if row.params else "")
+            )
+            text = f"${row.operation}$\n{row.flops_formula} train FLOPs{weights}"
+            ax.text(x + width / 2, y + 0.31, text, ha="center", va="center", fontsize=6.5 if len(here) > 1 else 7.5)
+        _flow_arrow(ax, (5, y + 1.0), (5, y + 0.62), "flow")
+        ax.text(5.1, y - 0.2, shape, fontsize=6.5, color="0.3", va="center", gid="shape")
+    for start, end, label in ((top + 0.2, top - 6.2, "+ x"), (top - 6.2, top - 10.2, "+ h")):
+        style: dict[str, Any] = {"arrowstyle": "-|>", "mutation_scale": 9, "color": "0.5", "lw": 1, "ls": "--"}
+        ax.add_patch(mpl.patches.FancyArrowPatch((0.3, start), (0.3, end), gid="residual", **style))
+        ax.text(0.05, end - 0.15, label, fontsize=7, color="0.3")
+    sizes = f"D={config.d_model}, F={config.d_ff}, N={config.n_heads}, K={config.n_kv_heads}, H={config.head_dim}"
+    ax.text(
+        5,
+        -0.45,
+        f"{config.name or 'model'}: {sizes}; weight matmuls dark, attention products mid",
+        ha="center",
+        fontsize=7,
+    )
     return fig, ax

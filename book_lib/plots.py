@@ -1,17 +1,17 @@
-"""The house style and the figures of chips: rooflines, bandwidths, a TPU's block diagram, traces.
+"""The house style and the figures of chips: rooflines, rates, bandwidths, collective times, traces.
 
 Every figure function takes data and returns `(fig, ax)`, drawn under `STYLE`. One colour per chip
 everywhere (`chip_style`): the book's chips each have their own (`CHIP_COLORS`), a board of
 `hardware.VARIANTS` takes its chip's colour with a dash-dotted line, and any other chip a colour of
 the palette picked from its name. TPUs solid, GPUs dashed; lowercase axis labels with units; no
-titles (captions live in the notebook). `save` writes byte-identical files. The figures of a
-model's costs (Parts 4 to 8) are in `model_plots`, drawn in the same style.
+titles (captions live in the notebook). `save` writes byte-identical files. `styled`, `new_axes`
+and `PALETTE` are what `model_plots` (the figures of a model's costs, Parts 4 to 8) and `diagrams`
+(drawings: a chip, a layer, a schedule) draw with.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,7 +24,7 @@ from matplotlib.ticker import EngFormatter
 
 from book_lib import checks, legible
 from book_lib import roofline as _roofline
-from book_lib.hardware import CHIPS, VARIANTS, VMEM_OVER_HBM_BANDWIDTH_RATIO, Chip, get_chip
+from book_lib.hardware import CHIPS, VARIANTS, Chip, get_chip
 from book_lib.numfmt import fmt
 
 if TYPE_CHECKING:
@@ -33,23 +33,25 @@ if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
 
 __all__ = [
+    "PALETTE",
+    "STYLE",
+    "styled",
+    "new_axes",
     "CHIP_COLORS",
     "chip_style",
     "roofline",
     "roofline_two_bandwidths",
     "measured_vs_predicted",
     "throughput_vs_batch",
-    "systolic_snapshots",
     "chip_rates",
     "bandwidth_bars",
     "save",
     "collective_time_vs_size",
-    "STYLE",
-    "tpu_chip_diagram",
     "op_timeline",
 ]
 
-_PALETTE = tuple(plt.get_cmap("tab10").colors) + ((0.0, 0.0, 0.0),)  # type: ignore[attr-defined]
+# The colours of every figure: matplotlib's ten "tab10" colours, then black (a chip's is `CHIP_COLORS`).
+PALETTE = tuple(plt.get_cmap("tab10").colors) + ((0.0, 0.0, 0.0),)  # type: ignore[attr-defined]
 
 
 def _base_chip(name: str) -> str | None:
@@ -59,7 +61,7 @@ def _base_chip(name: str) -> str | None:
 
 
 # One colour per chip of `CHIPS`; each board of `VARIANTS` shares its chip's.
-CHIP_COLORS: dict[str, tuple[float, float, float]] = {name: _PALETTE[i % len(_PALETTE)] for i, name in enumerate(CHIPS)}
+CHIP_COLORS: dict[str, tuple[float, float, float]] = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(CHIPS)}
 CHIP_COLORS.update({name: CHIP_COLORS[base] for name in VARIANTS if (base := _base_chip(name)) is not None})
 
 # The house style, applied inside every function here (importing this module changes no setting).
@@ -79,7 +81,7 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-def _styled(plot: Callable[_P, _R]) -> Callable[_P, _R]:
+def styled(plot: Callable[_P, _R]) -> Callable[_P, _R]:
     """`plot` drawing under `STYLE`; the settings it changes are put back when it returns.
 
     With `legible.CHECK_ENV_VAR` set, the figure drawn is checked (`legible.check`) before it returns.
@@ -122,13 +124,14 @@ def chip_style(chip: Chip | str) -> dict:
     chip = get_chip(chip)
     base = _base_chip(chip.name)
     color = CHIP_COLORS.get(chip.name) or (
-        CHIP_COLORS[base] if base is not None else _PALETTE[zlib.crc32(chip.name.encode()) % len(_PALETTE)]
+        CHIP_COLORS[base] if base is not None else PALETTE[zlib.crc32(chip.name.encode()) % len(PALETTE)]
     )
     linestyle = ("-" if chip.is_tpu else "--") if chip.name in CHIPS else "-."
     return {"color": color, "linestyle": linestyle, "lw": 2}
 
 
-def _new_axes(ax: Axes | None) -> tuple[Figure, Axes]:
+def new_axes(ax: Axes | None) -> tuple[Figure, Axes]:
+    """`(fig, ax)`: a new figure with one axes when `ax` is None, else `ax` and the figure it is on."""
     if ax is None:
         fig, ax = plt.subplots()
     else:
@@ -136,7 +139,7 @@ def _new_axes(ax: Axes | None) -> tuple[Figure, Axes]:
     return fig, ax
 
 
-@_styled
+@styled
 def roofline(
     chips: Sequence[Chip | str],
     *,
@@ -155,7 +158,7 @@ def roofline(
     """
     dtype = checks.dtype(dtype)
     specs = [get_chip(c, arg="chips") for c in chips]
-    fig, ax = _new_axes(ax)
+    fig, ax = new_axes(ax)
     intensities = np.geomspace(*intensity_range, 400)
     for chip in specs:
         peak = chip.peak_ops_per_s(dtype)
@@ -195,7 +198,7 @@ def _ridge_labels(ax: Axes, specs: Sequence[Chip], dtype: str) -> None:
 _REGION_COLORS = ("tab:red", "gold", "tab:green")
 
 
-@_styled
+@styled
 def roofline_two_bandwidths(
     chip: Chip | str,
     bandwidths: Sequence[tuple[str, float]],
@@ -235,7 +238,7 @@ def roofline_two_bandwidths(
     chip, dtype = get_chip(chip), checks.dtype(dtype)
     peak, color = chip.peak_ops_per_s(dtype), chip_style(chip)["color"]
     ridges = [_roofline.critical_intensity(chip, dtype, bytes_per_s=bw) for _, bw in links]
-    fig, ax = _new_axes(ax)
+    fig, ax = new_axes(ax)
     edges = [low, *(min(max(r, low), high) for r in ridges), high]
     names = ("bandwidth-bound on both", f"bandwidth-bound on {links[1][0]} only", "compute-bound on both")
     for start, stop, name, shade in zip(edges[:-1], edges[1:], names, _REGION_COLORS, strict=True):
@@ -258,7 +261,7 @@ def roofline_two_bandwidths(
     return fig, ax
 
 
-@_styled
+@styled
 def measured_vs_predicted(
     predicted_s: Sequence[float],
     measured_s: Sequence[float],
@@ -274,13 +277,13 @@ def measured_vs_predicted(
         labels: a short label per point, placed clear of the others (`_place_labels`).
         groups: a group name per point (one colour and one legend entry each).
     """
-    fig, ax = _new_axes(ax)
+    fig, ax = new_axes(ax)
     predicted = np.asarray(predicted_s, dtype=float)
     measured = np.asarray(measured_s, dtype=float)
     groups = list(groups) if groups is not None else ["measured"] * len(predicted)
     for i, group in enumerate(dict.fromkeys(groups)):
         sel = np.array([g == group for g in groups])
-        ax.loglog(predicted[sel], measured[sel], "o", color=_PALETTE[i], label=group, ms=6)
+        ax.loglog(predicted[sel], measured[sel], "o", color=PALETTE[i], label=group, ms=6)
     lo = min(predicted.min(), measured.min()) / 1.5
     hi = max(predicted.max(), measured.max()) * 1.5
     ax.loglog([lo, hi], [lo, hi], color="gray", linestyle=":", lw=1, label="measured = predicted")
@@ -317,7 +320,7 @@ def _place_labels(ax: Axes, xs: Sequence[float], ys: Sequence[float], labels: Se
             text.remove()
 
 
-@_styled
+@styled
 def throughput_vs_batch(
     batch_sizes: Sequence[int],
     curves: dict[str, Sequence[float]],
@@ -332,9 +335,9 @@ def throughput_vs_batch(
         curves: label -> throughput per batch size (FLOPs/s).
         peak_flops_per_s: the chip's peak, drawn as a dotted line (FLOPs/s).
     """
-    fig, ax = _new_axes(ax)
+    fig, ax = new_axes(ax)
     for i, (label, values) in enumerate(curves.items()):
-        ax.loglog(batch_sizes, values, label=label, color=_PALETTE[i])
+        ax.loglog(batch_sizes, values, label=label, color=PALETTE[i])
     ax.axhline(peak_flops_per_s, color="gray", linestyle=":", lw=1, label="peak")
     ax.set_xlabel("batch size B (tokens)")
     ax.set_ylabel(THROUGHPUT_LABEL)
@@ -342,26 +345,7 @@ def throughput_vs_batch(
     return fig, ax
 
 
-@_styled
-def systolic_snapshots(active: np.ndarray, cycles_to_show: Sequence[int]) -> tuple[Figure, Axes]:
-    """One panel per cycle: which elements of a systolic grid do a multiply-add (dark) at that cycle.
-
-    Args:
-        active: bool[T, K, N] from `book_lib.systolic.simulate`.
-        cycles_to_show: the cycles to draw.
-    """
-    fig, axes = plt.subplots(1, len(cycles_to_show), figsize=(2.0 * len(cycles_to_show), 2.4), squeeze=False)
-    for ax, t in zip(axes[0], cycles_to_show, strict=True):
-        ax.imshow(active[t], cmap="Greys", vmin=0, vmax=1.6)
-        ax.set_xlabel(f"cycle {t}: column")
-        ax.set_xticks([])
-        ax.set_yticks([])
-        ax.grid(False)
-    axes[0][0].set_ylabel("row of the grid")
-    return fig, axes[0][0]
-
-
-@_styled
+@styled
 def chip_rates(chips: Sequence[Chip | str], *, ax: Axes | None = None) -> tuple[Figure, Axes]:
     """Each chip's dense bf16 peak (FLOPs/s) against two bandwidths (bytes/s), log-log.
 
@@ -370,7 +354,7 @@ def chip_rates(chips: Sequence[Chip | str], *, ax: Axes | None = None) -> tuple[
     (FLOPs/s over bytes/s) of 1e2, 1e3 and 1e4 FLOPs/byte. TPUs circles, GPUs squares, any board
     outside `CHIPS` (`hardware.VARIANTS`) diamonds. Book: Part 2 (All About TPUs), Part 12 (GPUs).
     """
-    fig, ax = _new_axes(ax)
+    fig, ax = new_axes(ax)
     specs = [get_chip(c, arg="chips") for c in chips]
     for chip in specs:
         style = chip_style(chip)
@@ -393,13 +377,13 @@ def chip_rates(chips: Sequence[Chip | str], *, ax: Axes | None = None) -> tuple[
     return fig, ax
 
 
-@_styled
+@styled
 def bandwidth_bars(chips: Sequence[Chip | str], *, ax: Axes | None = None) -> tuple[Figure, Axes]:
     """Grouped bars, log scale: per chip, HBM, one ICI link (one way), PCIe and its share of DCN (bytes/s).
 
     The DCN bar is the host's egress shared by its chips (`Chip.dcn_bytes_per_s_per_chip`).
     """
-    fig, ax = _new_axes(ax)
+    fig, ax = new_axes(ax)
     specs = [get_chip(c, arg="chips") for c in chips]
     levels = {
         "HBM": [c.hbm_bytes_per_s for c in specs],
@@ -410,7 +394,7 @@ def bandwidth_bars(chips: Sequence[Chip | str], *, ax: Axes | None = None) -> tu
     x = np.arange(len(specs))
     width = 0.8 / len(levels)
     for i, (label, values) in enumerate(levels.items()):
-        ax.bar(x + (i - (len(levels) - 1) / 2) * width, values, width, label=label, color=_PALETTE[i])
+        ax.bar(x + (i - (len(levels) - 1) / 2) * width, values, width, label=label, color=PALETTE[i])
     ax.set_yscale("log")
     ax.set_xticks(x, [c.name for c in specs], rotation=30, ha="right")
     ax.set_ylabel("bandwidth per chip (bytes/s)")
@@ -420,7 +404,7 @@ def bandwidth_bars(chips: Sequence[Chip | str], *, ax: Axes | None = None) -> tu
     return fig, ax
 
 
-@_styled
+@styled
 def save(fig: Figure, path: str | Path) -> Path:
     """Write `fig` so that a rerun gives identical bytes (no dates, no software tag), then close it."""
     path = Path(path)
@@ -430,7 +414,7 @@ def save(fig: Figure, path: str | Path) -> Path:
     return path
 
 
-@_styled
+@styled
 def op_timeline(events: Sequence[Any], *, n_named: int = 5, ax: Axes | None = None) -> tuple[Figure, Axes]:
     """A trace as a timeline: one row per device (or thread), one bar per XLA op execution.
 
@@ -450,10 +434,10 @@ def op_timeline(events: Sequence[Any], *, n_named: int = 5, ax: Axes | None = No
     for e in events:
         if e.category != "communication":
             totals[e.name] = totals.get(e.name, 0.0) + e.duration_s
-    colors = [c for i, c in enumerate(_PALETTE) if i != 3]  # tab10's red is kept for communication
+    colors = [c for i, c in enumerate(PALETTE) if i != 3]  # tab10's red is kept for communication
     named = {n: colors[i % len(colors)] for i, n in enumerate(sorted(totals, key=lambda n: -totals[n])[:n_named])}
     lanes = sorted({e.lane for e in events}, key=lambda lane: (len(lane), lane))
-    fig, ax = _new_axes(ax)
+    fig, ax = new_axes(ax)
     for e in events:
         comm = e.category == "communication"
         color = (0.84, 0.15, 0.16) if comm else named.get(e.name, (0.75, 0.75, 0.75))
@@ -472,7 +456,7 @@ def op_timeline(events: Sequence[Any], *, n_named: int = 5, ax: Axes | None = No
     return fig, ax
 
 
-@_styled
+@styled
 def collective_time_vs_size(
     array_bytes: Sequence[float],
     curves: dict[str, Sequence[float]],
@@ -492,108 +476,12 @@ def collective_time_vs_size(
         curves: label -> time per size (s).
         knees: label -> size where the curve turns from flat to rising (bytes).
     """
-    fig, ax = _new_axes(ax)
+    fig, ax = new_axes(ax)
     for i, (label, values) in enumerate(curves.items()):
-        ax.loglog(array_bytes, values, label=label, color=_PALETTE[i])
+        ax.loglog(array_bytes, values, label=label, color=PALETTE[i])
         if knees and label in knees:
-            ax.axvline(knees[label], color=_PALETTE[i], linestyle=":", lw=1)
+            ax.axvline(knees[label], color=PALETTE[i], linestyle=":", lw=1)
     ax.set_xlabel("array size V (bytes)")
     ax.set_ylabel("time (s)")
     ax.legend(loc="upper left", fontsize=8)
-    return fig, ax
-
-
-def _diagram_box(ax: Axes, xy: tuple[float, float], w: float, h: float, text: str, gid: str, shade: float) -> None:
-    """A labelled rectangle of the chip diagram; `gid` names the unit so a test can find it."""
-    face = (1.0 - 0.35 * shade, 1.0 - 0.25 * shade, 1.0 - 0.1 * shade)
-    rect = mpl.patches.Rectangle(xy, w, h, facecolor=face, edgecolor="0.25", lw=1.2, gid=gid)
-    ax.add_patch(rect)
-    ax.text(xy[0] + w / 2, xy[1] + h / 2, text, ha="center", va="center", fontsize=7, gid=f"{gid}-label")
-
-
-def _diagram_arrow(ax: Axes, start: tuple[float, float], end: tuple[float, float], text: str, gid: str) -> None:
-    """A two-headed arrow of the chip diagram with its label beside its middle."""
-    arrow = mpl.patches.FancyArrowPatch(start, end, arrowstyle="<|-|>", mutation_scale=9, color="0.2", lw=1.2, gid=gid)
-    ax.add_patch(arrow)
-    if text:
-        mid = ((start[0] + end[0]) / 2 + 0.12, (start[1] + end[1]) / 2)
-        ax.text(*mid, text, fontsize=6.5, va="center", ha="left", color="0.15", gid=f"{gid}-label")
-
-
-def _diagram_core(ax: Axes, chip: Chip, x: float, w: float, core: int) -> None:
-    """One TensorCore between x and x + w: scalar unit, VREGs, VPU, MXUs and VMEM, with their data paths."""
-    sublanes, lanes = chip.vpu_shape or (8, 128)
-    vregs = f"{chip.vregs_per_core} VREGs" if chip.vregs_per_core else "VREGs"
-    vmem = f"VMEM {chip.vmem_bytes / 2**20:.0f} MiB" if chip.vmem_bytes else "VMEM (size unpublished)"
-    _diagram_box(ax, (x, 2.5), w, 4.2, "", "tensorcore", 0.15)
-    ax.text(x + 0.1, 6.5, f"TensorCore {core}", fontsize=7.5, weight="bold", va="center")
-    _diagram_box(ax, (x + 0.15, 5.45), 0.42 * w, 0.7, "scalar unit\n+ SMEM", "scalar", 0.4)
-    _diagram_box(ax, (x + 0.15, 4.4), 0.42 * w, 0.7, f"{vregs}\n{sublanes} x {lanes} words", "vregs", 0.5)
-    _diagram_box(ax, (x + 0.15, 3.45), 0.42 * w, 0.65, f"VPU\n{sublanes} x {lanes} lanes", "vpu", 0.6)
-    _diagram_box(ax, (x + 0.15, 2.65), w - 0.3, 0.4, vmem, "vmem", 0.3)
-    n = chip.mxus_per_core or 0
-    cols = math.ceil(math.sqrt(n)) if n else 1
-    rows = math.ceil(n / cols) if n else 1
-    side = min((0.4 * w - 0.1 * cols) / cols, (2.0 - 0.1 * rows) / rows, 0.9)
-    for i in range(n):
-        corner = (x + 0.55 * w + (i % cols) * (side + 0.1), 6.15 - (i // cols + 1) * (side + 0.1))
-        _diagram_box(ax, corner, side, side, "MXU", "mxu", 0.8)
-    ax.text(
-        x + 0.75 * w,
-        6.1 - rows * (side + 0.1),
-        f"{n} x {chip.mxu_size} x {chip.mxu_size}",
-        fontsize=6.5,
-        ha="center",
-        va="top",
-    )
-    _diagram_arrow(ax, (x + 0.36 * w, 5.45), (x + 0.36 * w, 5.1), "", "control")
-    _diagram_arrow(ax, (x + 0.36 * w, 4.4), (x + 0.36 * w, 4.1), "", "vregs-vpu")
-    _diagram_arrow(ax, (x + 0.2 * w, 3.05), (x + 0.2 * w, 3.45), "", "vmem-vpu")
-    fast = VMEM_OVER_HBM_BANDWIDTH_RATIO * chip.hbm_bytes_per_s / chip.cores_per_chip
-    label = f"~{_bandwidth(fast)}" if core == 0 else ""
-    _diagram_arrow(ax, (x + 0.62 * w, 3.05), (x + 0.62 * w, 5.95 - rows * (side + 0.1) - 0.35), label, "vmem-mxu")
-
-
-def _bandwidth(bytes_per_s: float) -> str:
-    """A bandwidth in two significant figures by the house rule ("810 GB/s")."""
-    return fmt(bytes_per_s, "B/s", digits=2)
-
-
-@_styled
-def tpu_chip_diagram(chip: Chip | str) -> tuple[Figure, Axes]:
-    """A block diagram of one TPU chip: TensorCores (scalar unit, VREGs, VPU, MXUs, VMEM), HBM and links.
-
-    Arrows carry per-chip bandwidths from `book_lib.hardware` (bytes/s, one direction): HBM to VMEM by
-    DMA, VMEM to the MXUs at `VMEM_OVER_HBM_BANDWIDTH_RATIO` times HBM's rate (the text's estimate,
-    split over the cores), PCIe to the host and one arrow per ICI link. Patches carry a `gid` naming
-    their unit ("mxu", "tensorcore", "ici", ...). Book: Part 2 (All About TPUs), Figure 3 and Appendix C.
-
-    Raises:
-        ValueError: an unknown chip, or a GPU (no TensorCore figures).
-    """
-    chip = get_chip(chip)
-    if not chip.is_tpu:
-        raise ValueError(f"chip={chip.name!r}: a GPU has no TensorCore figures; allowed: a TPU")
-    fig, ax = plt.subplots(figsize=(6.8, 4.76))  # the column width: its 6.5 pt text stays 9 px
-    ax.set_xlim(0, 12)
-    ax.set_ylim(0, 8.4)
-    ax.set_axis_off()
-    _diagram_box(ax, (1.5, 0.6), 9.0, 6.4, "", "chip", 0.05)
-    ax.text(1.6, 6.8, f"{chip.name} chip", fontsize=8, weight="bold", va="center")
-    _diagram_box(ax, (2.0, 0.9), 8.0, 0.8, f"HBM {chip.hbm_bytes / 2**30:.0f} GiB", "hbm", 0.45)
-    w = (8.0 - 0.3 * (chip.cores_per_chip - 1)) / chip.cores_per_chip
-    for core in range(chip.cores_per_chip):
-        x = 2.0 + core * (w + 0.3)
-        _diagram_core(ax, chip, x, w, core)
-        label = f"DMA {_bandwidth(chip.hbm_bytes_per_s)}" if core == 0 else ""
-        _diagram_arrow(ax, (x + 0.3 * w, 1.7), (x + 0.3 * w, 2.65), label, "hbm-vmem")
-    _diagram_box(ax, (4.5, 7.55), 3.0, 0.65, "CPU host", "host", 0.2)
-    _diagram_arrow(ax, (6.0, 7.0), (6.0, 7.55), f"PCIe {_bandwidth(chip.pcie_bytes_per_s)}", "pcie")
-    per_side = math.ceil(chip.ici_links / 2)
-    for i in range(chip.ici_links):
-        left = i % 2 == 0
-        y = 1.3 + (i // 2) * 5.0 / max(1, per_side - 1)
-        start, end = ((1.5, y), (0.4, y)) if left else ((10.5, y), (11.6, y))
-        _diagram_arrow(ax, start, end, "", "ici")
-    ax.text(0.05, 0.25, f"ICI: {chip.ici_links} links x {_bandwidth(chip.ici_bytes_per_s)} each way", fontsize=7)
     return fig, ax

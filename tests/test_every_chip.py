@@ -25,6 +25,7 @@ import pytest  # noqa: E402
 from book_lib import (  # noqa: E402
     bounds,
     collectives,
+    diagrams,
     gpu,
     hardware,
     inference,
@@ -188,7 +189,7 @@ def test_chip_style_gives_every_chip_a_colour_and_variants_their_chips():
 def test_the_plots_drawn_below_are_every_figure_that_takes_a_chip():
     takes = {
         name
-        for module in (plots, model_plots)
+        for module in (plots, model_plots, diagrams)
         for name in module.__all__
         if inspect.isfunction(getattr(module, name))
         and {"chip", "chips"} & set(inspect.signature(getattr(module, name)).parameters)
@@ -199,7 +200,7 @@ def test_the_plots_drawn_below_are_every_figure_that_takes_a_chip():
         "roofline_two_bandwidths",
         "chip_rates",
         "bandwidth_bars",
-        "tpu_chip_diagram",
+        "tpu_chip",
     }
 
 
@@ -213,10 +214,10 @@ def test_every_plot_of_a_chip_draws_it(chip):
         plots.bandwidth_bars([chip]),
     ]
     if hardware.get_chip(chip).is_tpu:
-        figures.append(plots.tpu_chip_diagram(chip))
+        figures.append(diagrams.tpu_chip(chip))
     else:
         with pytest.raises(ValueError, match=r"^chip="):
-            plots.tpu_chip_diagram(chip)
+            diagrams.tpu_chip(chip)
     for fig, _ in figures:
         plt.close(fig)
 

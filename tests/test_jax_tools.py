@@ -14,7 +14,7 @@ import jax.numpy as jnp  # noqa: E402
 import pytest  # noqa: E402
 from jax import P  # noqa: E402
 
-from book_lib import bench, devices, hlo, model_plots, plots, precision  # noqa: E402
+from book_lib import bench, devices, diagrams, hlo, model_plots, plots, precision  # noqa: E402
 from book_lib.numfmt import fmt
 
 pytestmark = pytest.mark.usefixtures("eight_devices")
@@ -394,7 +394,7 @@ def test_tpu_chip_diagram_draws_each_unit_and_labels_links_from_hardware(name):
     from book_lib import hardware
 
     chip = hardware.get_chip(name)
-    fig, ax = plots.tpu_chip_diagram(chip)
+    fig, ax = diagrams.tpu_chip(chip)
     gids = [p.get_gid() for p in ax.patches]
     assert gids.count("tensorcore") == chip.cores_per_chip
     assert gids.count("mxu") == chip.cores_per_chip * chip.mxus_per_core
@@ -411,7 +411,7 @@ def test_tpu_chip_diagram_draws_each_unit_and_labels_links_from_hardware(name):
 
 def test_tpu_chip_diagram_refuses_a_gpu():
     with pytest.raises(ValueError, match="chip='h100'.*allowed: a TPU"):
-        plots.tpu_chip_diagram("h100")
+        diagrams.tpu_chip("h100")
 
 
 def test_two_bandwidth_roofline_bends_at_each_links_critical_intensity():
@@ -454,7 +454,7 @@ def test_transformer_layer_diagram_draws_one_box_per_layer_operation(name):
     from book_lib import models
 
     config = models.get_model(name)
-    fig, ax = model_plots.transformer_layer_diagram(config)
+    fig, ax = diagrams.transformer_layer(config)
     boxes = [p.get_gid() for p in ax.patches if (p.get_gid() or "").startswith("op:")]
     layer_ops = [r for r in config.op_rows(0) if r.count == config.n_layers and r.group != "router"]
     # every per-layer operation once, the norms row once per norm position (before attention, before the MLP)

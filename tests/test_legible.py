@@ -6,7 +6,7 @@ matplotlib.use("agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from book_lib import hardware, legible, model_plots, models, plots  # noqa: E402
+from book_lib import diagrams, hardware, legible, models, plots  # noqa: E402
 
 
 def _figure(width_in: float, *texts: tuple[float, float, str, float]):
@@ -55,7 +55,7 @@ def test_parallel_turned_labels_whose_boxes_overlap_do_not_count():
 def test_the_figure_functions_check_what_they_draw(monkeypatch):
     monkeypatch.setenv(legible.CHECK_ENV_VAR, "1")
     fig, _ = plots.roofline(hardware.chip_names())  # ten ridge labels, stacked so none overlaps
-    fig2, _ = model_plots.transformer_layer_diagram(models.get_model("llama-3-70b"))
+    fig2, _ = diagrams.transformer_layer(models.get_model("llama-3-70b"))
     monkeypatch.setattr(legible, "problems", lambda fig: ["'x' overlaps 'y'"])
     with pytest.raises(ValueError, match="'x' overlaps 'y'"):
         plots.chip_rates(["tpu-v5e"])

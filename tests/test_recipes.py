@@ -67,10 +67,10 @@ def test_add_a_chip(tmp_path):
     table.write_text(text[:first_gpu] + NEW_TPU + text[first_gpu:])
     # 2. a colour, when the table now has more chips than the palette has colours
     plots = tmp_path / "book_lib" / "plots.py"
-    palette = re.search(r"^_PALETTE = .*$", plots.read_text(), re.MULTILINE)
-    assert palette, "plots._PALETTE moved: update recipe 1 in CONTRIBUTING.md"
-    if len(hardware.CHIPS) + 1 > len(book_plots._PALETTE):
-        plots.write_text(plots.read_text().replace(palette[0], palette[0] + "\n_PALETTE += ((0.55, 0.34, 0.29),)"))
+    palette = re.search(r"^PALETTE = .*$", plots.read_text(), re.MULTILINE)
+    assert palette, "plots.PALETTE moved: update recipe 1 in CONTRIBUTING.md"
+    if len(hardware.CHIPS) + 1 > len(book_plots.PALETTE):
+        plots.write_text(plots.read_text().replace(palette[0], palette[0] + "\nPALETTE += ((0.55, 0.34, 0.29),)"))
     # 3. the table's own test: every chip in order, the new one's headline figures
     pinned = tmp_path / "tests" / "test_hardware.py"
     figures = '        ("tpu-recipe", 3.0e15, 6.0e15, 8.0e12, 1.2e11),\n'
