@@ -3,8 +3,9 @@
 `naive_attention` builds the whole score matrix; `blockwise_attention` walks over blocks of keys
 with an online softmax (a running max m, running denominator l and running output o), so it never
 holds more than one [T, block] slice of scores. `transformer_layer` is one pre-norm decoder layer
-(RMSNorm, grouped-query attention, gated MLP) whose compiled FLOPs chapter 4 compares with
-`book_lib.transformer`; `stack_loss` chains such layers, each optionally under `jax.checkpoint`,
+(RMSNorm, grouped-query attention, gated MLP), the one layer of every demo: chapter 4 compares its
+compiled FLOPs with `book_lib.transformer`, and `decode` stacks it, with rotary positions and a KV
+cache, into chapter 7's model; `stack_loss` chains such layers, each optionally under `jax.checkpoint`,
 so that the cost of rematerialisation can be read off the compiled program.
 
 Book: Part 4 (Transformers), Appendix A ("How does Flash Attention work?") and "Transformer Accounting".
@@ -13,6 +14,7 @@ Book: Part 4 (Transformers), Appendix A ("How does Flash Attention work?") and "
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +26,7 @@ __all__ = [
     "naive_attention",
     "blockwise_attention",
     "init_layer",
+    "rms_norm",
     "transformer_layer",
     "stack_loss",
 ]
@@ -123,30 +126,78 @@ def init_layer(config: TransformerConfig, key: jax.Array) -> dict:
     return params
 
 
-def _rms_norm(x: jax.Array, weight: jax.Array) -> jax.Array:
+def rms_norm(x: jax.Array, weight: jax.Array) -> jax.Array:
+    """x / sqrt(mean(x^2) + 1e-6) * weight over the last axis (RMSNorm). Book: Part 4, "Transformer Accounting"."""
     return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * weight
 
 
-def transformer_layer(params: dict, x: jax.Array, config: TransformerConfig) -> jax.Array:
-    """One pre-norm decoder layer on x: f32[T, D] -> f32[T, D] (bidirectional attention).
+def _dense(x: jax.Array, w: jax.Array | dict[str, jax.Array]) -> jax.Array:
+    """x @ w, for a weight stored whole or as int8 with a scale per output column (`decode.quantize_int8`)."""
+    if isinstance(w, dict):
+        return (x @ w["q"].astype(x.dtype)) * w["scale"]
+    return x @ w
+
+
+def _rope(x: jax.Array, positions: jax.Array) -> jax.Array:
+    """Rotary embedding of x[..., T, heads, H] at integer `positions` [T] (H even)."""
+    half = x.shape[-1] // 2
+    freq = 10000.0 ** (-jnp.arange(half, dtype=jnp.float32) / half)
+    angle = positions[..., None, None].astype(jnp.float32) * freq
+    a, b = x[..., :half], x[..., half:]
+    return jnp.concatenate([a * jnp.cos(angle) - b * jnp.sin(angle), a * jnp.sin(angle) + b * jnp.cos(angle)], -1)
+
+
+def _write(cache: jax.Array, new: jax.Array, start: jax.Array) -> jax.Array:
+    """`cache` [..., S, K, H] with `new` [..., T, K, H] written in place at positions start .. start+T-1."""
+    return jax.lax.dynamic_update_slice_in_dim(cache, new.astype(cache.dtype), start, axis=cache.ndim - 3)
+
+
+def transformer_layer(
+    params: dict,
+    x: jax.Array,
+    config: TransformerConfig,
+    *,
+    positions: jax.Array | None = None,
+    cache: tuple[jax.Array, jax.Array] | None = None,
+) -> Any:
+    """One pre-norm decoder layer on x: f32[..., T, D] -> f32[..., T, D].
 
     h = x + O(attention(RMSNorm(x))); out = h + W_down(silu(W_gate n) * W_up n), n = RMSNorm(h).
-    Grouped-query attention: each of the K key/value heads serves N / K query heads.
-    Book: Part 4 (Transformers), "Transformer Accounting".
+    Grouped-query attention: each of the K key/value heads serves N / K query heads. Without
+    `positions` the attention is bidirectional over x's own tokens, with no position embedding
+    (chapter 4 counts its FLOPs); with positions int[T], queries and keys are rotated (RoPE) and a
+    query sees only keys at positions up to its own. With `cache` = (k, v), each f32[..., S, K, H],
+    this call's keys and values are written into it at `positions` and the queries attend over it:
+    the result is then (out, (k, v)), the caches updated in place under `jax.jit` with donation
+    (chapter 7's decode). A weight may be int8 with a scale per column (`decode.quantize_int8`).
+    Book: Part 4 (Transformers), "Transformer Accounting"; Part 7, "The Basics of Transformer Inference".
+
+    Raises:
+        ValueError: a cache without positions.
     """
-    T = x.shape[0]
+    *lead, T, _ = x.shape
     N, K, H = config.n_heads, config.n_kv_heads, config.head_dim
-    n = _rms_norm(x, params["norm_attn"])
-    q = (n @ params["wq"]).reshape(T, K, N // K, H)
-    k = (n @ params["wk"]).reshape(T, K, H)
-    v = (n @ params["wv"]).reshape(T, K, H)
-    scores = jnp.einsum("tkgh,skh->kgts", q, k) / math.sqrt(H)
-    mixed = jnp.einsum("kgts,skh->tkgh", jax.nn.softmax(scores, axis=-1), v).reshape(T, N * H)
-    h = x + mixed @ params["wo"]
-    n = _rms_norm(h, params["norm_mlp"])
-    up = n @ params["w_up"]
-    inner = jax.nn.silu(n @ params["w_gate"]) * up if config.gated_mlp else jax.nn.gelu(up)
-    return h + inner @ params["w_down"]
+    n = rms_norm(x, params["norm_attn"])
+    q = _dense(n, params["wq"]).reshape(*lead, T, N, H)
+    k = _dense(n, params["wk"]).reshape(*lead, T, K, H)
+    v = _dense(n, params["wv"]).reshape(*lead, T, K, H)
+    if positions is not None:
+        q, k, keys = _rope(q, positions), _rope(k, positions), positions
+        if cache is not None:
+            cache = (_write(cache[0], k, positions[0]), _write(cache[1], v, positions[0]))
+            k, v, keys = cache[0].astype(q.dtype), cache[1].astype(q.dtype), jnp.arange(cache[0].shape[-3])
+    elif cache is not None:
+        raise ValueError("positions=None: a cache is written at positions; allowed: int[T] positions with a cache")
+    scores = jnp.einsum("...tkgh,...skh->...kgts", q.reshape(*lead, T, K, N // K, H), k) / math.sqrt(H)
+    if positions is not None:  # causal, and only the cache's written slots
+        scores = jnp.where(keys[None, :] <= positions[:, None], scores, -jnp.inf)
+    mixed = jnp.einsum("...kgts,...skh->...tkgh", jax.nn.softmax(scores, axis=-1), v).reshape(*lead, T, N * H)
+    h = x + _dense(mixed, params["wo"])
+    n = rms_norm(h, params["norm_mlp"])
+    up = _dense(n, params["w_up"])
+    inner = jax.nn.silu(_dense(n, params["w_gate"])) * up if config.gated_mlp else jax.nn.gelu(up)
+    out = h + _dense(inner, params["w_down"])
+    return out if cache is None else (out, cache)
 
 
 def stack_loss(layer_params: list[dict], x: jax.Array, config: TransformerConfig, *, remat: bool = False) -> jax.Array:

@@ -7,7 +7,7 @@ to the cache, and writes its own key and value in place. Under `jax.jit` with th
 XLA updates the cache buffers instead of copying them. `quantize_int8` stores every matrix as int8
 with one float scale per output column, the weight-only quantisation of Part 8.
 
-Layers: RMSNorm, grouped-query attention with rotary position embeddings, gated MLP.
+Layers: `attention.transformer_layer` with rotary position embeddings and the cache.
 Book: Part 7 (All About Transformer Inference), "The Basics of Transformer Inference" (prefill,
 generation, the KV cache); Part 8 (quantised weights).
 """
@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 
 from book_lib import checks
-from book_lib.attention import _rms_norm, init_layer
+from book_lib.attention import init_layer, rms_norm, transformer_layer
 from book_lib.transformer import TransformerConfig
 
 __all__ = ["init_model", "forward", "init_cache", "prefill", "decode_step", "generate", "quantize_int8"]
@@ -58,46 +58,6 @@ def quantize_int8(params: Params) -> Params:
     return {**params, "layers": layers}
 
 
-def _matmul(x: jax.Array, w: jax.Array | dict[str, jax.Array]) -> jax.Array:
-    if isinstance(w, dict):
-        return (x @ w["q"].astype(x.dtype)) * w["scale"]
-    return x @ w
-
-
-def _rope(x: jax.Array, positions: jax.Array) -> jax.Array:
-    """Rotary embedding of x[..., T, heads, H] at integer `positions` [..., T] (H even)."""
-    half = x.shape[-1] // 2
-    freq = 10000.0 ** (-jnp.arange(half, dtype=jnp.float32) / half)
-    angle = positions[..., None, None].astype(jnp.float32) * freq
-    a, b = x[..., :half], x[..., half:]
-    return jnp.concatenate([a * jnp.cos(angle) - b * jnp.sin(angle), a * jnp.sin(angle) + b * jnp.cos(angle)], -1)
-
-
-def _layer(
-    p: Params, x: jax.Array, k_cache: jax.Array, v_cache: jax.Array, start: jax.Array, config: TransformerConfig
-) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """One layer on x f32[B, T, D] at positions start .. start+T-1, caches f32[B, S, K, H] updated in place."""
-    B, T, _ = x.shape
-    N, K, H = config.n_heads, config.n_kv_heads, config.head_dim
-    positions = start + jnp.arange(T)
-    n = _rms_norm(x, p["norm_attn"])
-    q = _rope(_matmul(n, p["wq"]).reshape(B, T, N, H), positions)
-    k = _rope(_matmul(n, p["wk"]).reshape(B, T, K, H), positions)
-    v = _matmul(n, p["wv"]).reshape(B, T, K, H)
-    k_cache = jax.lax.dynamic_update_slice(k_cache, k.astype(k_cache.dtype), (0, start, 0, 0))
-    v_cache = jax.lax.dynamic_update_slice(v_cache, v.astype(v_cache.dtype), (0, start, 0, 0))
-    q = q.reshape(B, T, K, N // K, H)
-    scores = jnp.einsum("btkgh,bskh->bkgts", q, k_cache.astype(q.dtype)) / math.sqrt(H)
-    visible = jnp.arange(k_cache.shape[1])[None, :] <= positions[:, None]  # [T, S]: causal, and only written slots
-    scores = jnp.where(visible, scores, -jnp.inf)
-    mixed = jnp.einsum("bkgts,bskh->btkgh", jax.nn.softmax(scores, axis=-1), v_cache.astype(q.dtype))
-    h = x + _matmul(mixed.reshape(B, T, N * H), p["wo"])
-    n = _rms_norm(h, p["norm_mlp"])
-    up = _matmul(n, p["w_up"])
-    inner = jax.nn.silu(_matmul(n, p["w_gate"])) * up if config.gated_mlp else jax.nn.gelu(up)
-    return h + _matmul(inner, p["w_down"]), k_cache, v_cache
-
-
 def init_cache(config: TransformerConfig, batch: int, max_len: int, dtype: Any = jnp.float32) -> dict[str, jax.Array]:
     """Zeroed caches `k`, `v` of shape [L, B, max_len, K, H]: every position a sequence may reach.
 
@@ -113,12 +73,13 @@ def _run(
     params: Params, tokens: jax.Array, cache: dict[str, jax.Array], start: jax.Array, config: TransformerConfig
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     x = params["embed"][tokens]
+    positions = start + jnp.arange(tokens.shape[1])
     ks, vs = [], []
     for i, p in enumerate(params["layers"]):
-        x, k, v = _layer(p, x, cache["k"][i], cache["v"][i], start, config)
+        x, (k, v) = transformer_layer(p, x, config, positions=positions, cache=(cache["k"][i], cache["v"][i]))
         ks.append(k)
         vs.append(v)
-    logits = _rms_norm(x, params["norm"]) @ params["unembed"]
+    logits = rms_norm(x, params["norm"]) @ params["unembed"]
     return logits, {"k": jnp.stack(ks), "v": jnp.stack(vs)}
 
 

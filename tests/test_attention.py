@@ -81,6 +81,17 @@ def test_layer_output_shape_and_moe_rejection():
     assert out.shape == (8, SMALL.d_model)
     with pytest.raises(ValueError, match="n_experts=8"):
         attention.init_layer(models.get_model("mixtral-8x7b"), jax.random.key(0))
+    cache = (jnp.zeros((16, SMALL.n_kv_heads, SMALL.head_dim)),) * 2
+    with pytest.raises(ValueError, match="^positions=None: a cache is written at positions"):
+        attention.transformer_layer(params, jnp.ones((8, SMALL.d_model)), SMALL, cache=cache)
+
+
+def test_with_positions_a_query_sees_no_later_token():
+    params = attention.init_layer(SMALL, jax.random.key(1))
+    x = jax.random.normal(jax.random.key(2), (8, SMALL.d_model))
+    later = x.at[5:].set(0.0)
+    first, changed = (attention.transformer_layer(params, a, SMALL, positions=jnp.arange(8)) for a in (x, later))
+    assert jnp.allclose(first[:5], changed[:5]) and not jnp.allclose(first[5:], changed[5:])
 
 
 def test_blockwise_gradient_matches_naive():
