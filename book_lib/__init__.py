@@ -3,78 +3,84 @@
 Ramasesh, Webson and Pope, 2025).
 
 Every module is reachable from the package (`book_lib.roofline.matmul_cost(...)`) and is imported
-the first time it is used. The layers, lowest first:
-
-* specs and checks: `hardware` (every chip, with sources), `checks` (argument validation), `numfmt`
-  (the one rule for writing a number: 989 TFLOPs/s, 234 881 024, 11.5 × 10¹²);
-* pure cost models, no JAX: `roofline`, `topology`, `collectives`, `notation` (A[I_X, J]),
-  `sharding` (a sharded matmul's plan), `transformer` (counts from a
-  model's shapes; `op_rows` its accounting tables' rows, `breakdowns` the records they return, `models`
-  the published configs), `gpu` (SMs,
-  shared-memory tiles, AllReduce across NVLink nodes),
-  `inference` (decode and prefill times), `hlo_arrays` (HLO array types: tiling padding, memory spaces),
-  `systolic` (a NumPy simulation), `tiling` (the Pallas kernels' block sizes from on-chip memory),
-  `speculative` (speculative sampling's acceptance rules, in NumPy), `parallelism` (a step's `Layout`
-  and its placement on the hardware), `bounds` (the text's closed-form parallelism bounds), `training`
-  (step time, memory, whole runs and MFU on a `Layout`; `step_collectives` its collectives, `overheads`
-  what its expected time adds), `planner` (every sensible layout, ranked;
-  `python -m book_lib plan ...` runs it from a shell), `published` (published runs against the models);
-* JAX: `devices` (the setup cell's device choice), `ring`, `attention` and `decode` (demos), `hlo` (compiled
-  programs), `bench` (timing), `profile` (a program's trace, HLO ops and memory), `precision` (accelerator
-  matmul rounding on a CPU), `kernels` (Pallas matmul and flash attention), `collective_matmul`
-  (matmuls that overlap a ring of `ppermute`s);
-* for the reader: `plots` (the house style and the figures of chips), `model_plots` (the figures of a
-  model's costs), `legible` (no text under 9 px, no label over another, on the page), `diagrams`
-  (how a program moves data: the collective matmul's ring), `calculators` (the models with knobs:
-  ipywidgets in a notebook, a static table elsewhere).
+the first time it is used. `LAYERS` is the module map, lowest layer first: a module imports only
+from its own layer and the layers below it (`tests/pure/test_layers.py`), and the reference pages,
+their table of contents and CONTRIBUTING's table are written from it (`make sync`).
 """
 
 import importlib
-from types import ModuleType
+from types import MappingProxyType, ModuleType
 
 __version__ = "0.1.0"
-__all__ = [
-    "attention",
-    "bench",
-    "bounds",
-    "breakdowns",
-    "calculators",
-    "checks",
-    "collective_matmul",
-    "collectives",
-    "decode",
-    "devices",
-    "diagrams",
-    "gpu",
-    "hardware",
-    "hlo",
-    "inference",
-    "kernels",
-    "hlo_arrays",
-    "legible",
-    "model_plots",
-    "models",
-    "notation",
-    "numfmt",
-    "op_rows",
-    "overheads",
-    "parallelism",
-    "planner",
-    "plots",
-    "precision",
-    "profile",
-    "published",
-    "ring",
-    "roofline",
-    "sharding",
-    "speculative",
-    "step_collectives",
-    "systolic",
-    "tiling",
-    "topology",
-    "training",
-    "transformer",
-]
+
+# layer -> module -> what it holds, in one line.
+LAYERS: MappingProxyType[str, dict[str, str]] = MappingProxyType({
+    "base": {
+        "hardware": "every chip's figures, with their sources",
+        "checks": "argument validation: one kind of error for bad input",
+        "numfmt": "the one rule for writing a number: 989 TFLOPs/s, 234 881 024, 11.5 × 10¹²",
+    },
+    "cost models": {
+        "roofline": "time from FLOPs and bytes, arithmetic intensity, the matmul cost model",
+        "topology": "slices of chips: shape, hosts, wraparound links, hops, ICI bandwidth per axis",
+        "collectives": "the collectives' times on ICI, DCN or PCIe, and their names in every spelling",
+        "gpu": "GPU cost models: an SM's share, shared-memory tiles, AllReduce across nodes",
+        "notation": "the book's sharding notation, A[I_X, J], and what a device holds of it",
+        "sharding": "the plan and cost of a sharded matmul",
+        "breakdowns": "the records a Transformer's accounting returns",
+        "op_rows": "the rows of the book's accounting tables, one per operation",
+        "transformer": "a model's shapes and its counts: parameters, FLOPs, KV cache, memory",
+        "models": "published configs: released checkpoints and the book's problems",
+        "inference": "prefill and decode times, the batch that fits, the slice to rent",
+        "parallelism": "a step's Layout of degrees and dtypes, and its placement on the hardware",
+        "bounds": "the text's closed-form bounds of training parallelism",
+        "step_collectives": "the collectives of one training step: what moves, how often, how long",
+        "overheads": "what a training step's expected time adds to its roofline",
+        "training": "a training step's time and memory, optimizer state, whole runs, MFU",
+        "planner": "every sensible layout of a training step, ranked (`python -m book_lib plan`)",
+        "published": "published runs against the models' predictions",
+        "systolic": "a cycle-by-cycle NumPy model of the MXU's systolic array",
+        "speculative": "speculative sampling's acceptance rules, in NumPy",
+        "hlo_arrays": "HLO array types: tiling, padding, memory spaces, and the one reader of them",
+        "tiling": "the Pallas kernels' block sizes from on-chip memory",
+    },
+    "jax": {
+        "devices": "the setup cell's device choice, and the device at hand",
+        "precision": "float32 matmuls on a CPU as an accelerator rounds them",
+        "ring": "the collectives written by hand as rings of ppermutes",
+        "attention": "attention and the one Transformer layer of every demo",
+        "decode": "a small model that generates with a KV cache",
+        "hlo": "compiled programs read: collectives, op lines, cost analysis",
+        "profile": "a program's trace, HLO ops and memory",
+        "bench": "timing jitted code, and the comparisons make bench prints",
+        "kernels": "Pallas kernels: a tiled matmul and flash attention",
+        "collective_matmul": "matmuls that overlap a ring of ppermutes",
+    },
+    "reader": {
+        "legible": "no text under 9 px, no label over another, on the page",
+        "plots": "the house style and the figures of chips",
+        "model_plots": "the figures of a model's costs",
+        "diagrams": "drawings: a chip, a systolic wave, a layer, a collective's ring",
+        "calculators": "the cost models with knobs, in a notebook and in the HTML book",
+    },
+})  # fmt: skip
+__all__ = [module for layer in LAYERS.values() for module in layer]
+__doc__ += "\n" + "\n".join(
+    f"{layer}:\n" + "\n".join(f"    {module:<18} {what}" for module, what in modules.items())
+    for layer, modules in LAYERS.items()
+)
+
+
+def layer_of(module: str) -> str:
+    """The layer of `LAYERS` that holds `module` ("roofline" -> "cost models").
+
+    Raises:
+        ValueError: a name that is not a module of book_lib.
+    """
+    for layer, modules in LAYERS.items():
+        if module in modules:
+            return layer
+    raise ValueError(f"module={module!r}: not a module of book_lib; allowed: {', '.join(__all__)}")
 
 
 def __getattr__(name: str) -> ModuleType:

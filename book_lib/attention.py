@@ -200,23 +200,24 @@ def transformer_layer(
     return out if cache is None else (out, cache)
 
 
-def stack_loss(layer_params: list[dict], x: jax.Array, config: TransformerConfig, *, remat: bool = False) -> jax.Array:
+def stack_loss(layer_params: list[dict], x: jax.Array, config: TransformerConfig, *, remat: str = "none") -> jax.Array:
     """mean(y ** 2) of y = the layers of `layer_params` applied to x: f32[T, D] -> f32[] (a scalar loss).
 
-    With `remat`, each layer runs under `jax.checkpoint`: its backward pass recomputes the layer's
-    forward from the saved input (the book's "block remat"), instead of reading saved intermediates.
-    Book: Part 4 (Transformers), "Gradient checkpointing".
+    remat="full" runs each layer under `jax.checkpoint`: its backward pass recomputes the layer's
+    forward from the saved input (the book's "block remat", `transformer.REMAT_POLICIES`' "full"),
+    instead of reading saved intermediates; "none" keeps them. Book: Part 4, "Gradient checkpointing".
 
     Raises:
-        ValueError: no layers.
+        ValueError: no layers, or a policy other than "none" and "full".
     """
     if not layer_params:
         raise ValueError(f"layer_params={layer_params!r}: no layers; allowed: a non-empty list of init_layer dicts")
+    checks.one_of("remat", remat, ("none", "full"))
 
     def layer(params: dict, h: jax.Array) -> jax.Array:
         return transformer_layer(params, h, config)
 
-    step = jax.checkpoint(layer) if remat else layer
+    step = jax.checkpoint(layer) if remat == "full" else layer
     for params in layer_params:
         x = step(params, x)
     return jnp.mean(x * x)

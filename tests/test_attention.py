@@ -58,6 +58,8 @@ def test_bad_shapes_and_blocks_are_rejected():
         transformer.score_bytes(8, 8, dtype="fp7")
     with pytest.raises(ValueError, match="layer_params"):
         attention.stack_loss([], jnp.ones((8, SMALL.d_model)), SMALL)
+    with pytest.raises(ValueError, match="^remat=True: unknown; allowed: none, full"):
+        attention.stack_loss([attention.init_layer(SMALL, jax.random.key(0))], jnp.ones((8, 256)), SMALL, remat=True)
 
 
 def test_score_bytes():
@@ -118,7 +120,7 @@ def test_block_remat_recomputes_all_but_each_layers_last_matmul():
 
     forward = flops(lambda p, x: attention.stack_loss(p, x, SMALL))
     plain = flops(jax.value_and_grad(lambda p, x: attention.stack_loss(p, x, SMALL), argnums=(0, 1)))
-    remat = flops(jax.value_and_grad(lambda p, x: attention.stack_loss(p, x, SMALL, remat=True), argnums=(0, 1)))
+    remat = flops(jax.value_and_grad(lambda p, x: attention.stack_loss(p, x, SMALL, remat="full"), argnums=(0, 1)))
     assert plain / forward == pytest.approx(3, rel=0.02), "backward = 2 x forward"
     per_token = SMALL.flops_breakdown(tokens, training=False)
     down = 2 * SMALL.d_model * SMALL.d_ff / (per_token.layer_matmul_flops + per_token.attention_flops) * SMALL.n_layers
