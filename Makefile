@@ -29,7 +29,7 @@ help:
 	@echo "make course DIR=path [SEED=n]  a class's nbgrader course folder (its own numbers with SEED)"
 	@echo "make grade DIR=path ASSIGNMENT=name [JOBS=n]  autograde every submission, n at a time"
 	@echo "make chapters   re-execute the chapter notebooks in place (commit them with their outputs)"
-	@echo "make sync       rewrite every setup cell and Colab link from _config.yml and pyproject.toml"
+	@echo "make sync       rewrite every setup cell and Colab link, and the module map's pages and tables"
 	@echo "make bench      time each notebook and the test suite"
 
 $(STAMP): requirements.lock pyproject.toml
@@ -104,6 +104,7 @@ chapters: $(STAMP)
 
 sync: $(STAMP)
 	$(BIN)/python tools/notebooks.py sync
+	$(BIN)/python tools/module_map.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py

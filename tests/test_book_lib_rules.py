@@ -8,36 +8,12 @@ from pathlib import Path
 
 import pytest
 
+import book_lib
 from book_lib import collectives, models, roofline, sharding, systolic, topology, transformer
 
 BOOK_LIB = Path(__file__).resolve().parent.parent / "book_lib"
-PURE = (
-    "checks",
-    "numfmt",
-    "hardware",
-    "roofline",
-    "topology",
-    "collectives",
-    "gpu",
-    "notation",
-    "sharding",
-    "breakdowns",
-    "transformer",
-    "op_rows",
-    "models",
-    "inference",
-    "parallelism",
-    "bounds",
-    "training",
-    "step_collectives",
-    "overheads",
-    "planner",
-    "published",
-    "systolic",
-    "speculative",
-    "hlo_arrays",
-    "tiling",
-)
+# The base and the cost models: plain Python, no JAX (`book_lib.LAYERS`).
+PURE = (*book_lib.LAYERS["base"], *book_lib.LAYERS["cost models"])
 
 
 def test_no_function_is_longer_than_sixty_lines():
