@@ -1,4 +1,4 @@
-"""The book_lib reference: every module has its page, and plain-text docstrings become the RST they mean.
+"""The book_lib reference: plain-text docstrings become the RST they mean (the pages: tests/test_layers.py).
 
 That every docstring then builds without a warning is `tests/test_book.py`'s (`-W -n`).
 """
