@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from book_lib import hardware, roofline
+from book_lib.hardware import get_chip
 from exercises.keys import Key
 
-H100 = hardware.get_chip("h100")
-V5E = hardware.get_chip("tpu-v5e")
-V6E = hardware.get_chip("tpu-v6e")
+H100 = get_chip("h100")
+V5E = get_chip("tpu-v5e")
+V6E = get_chip("tpu-v6e")
 
 # The rates the function problems state, as their statements print them, with the book_lib value each
 # must match (tests/test_exercises.py checks every one appears in a statement and agrees within 0.5 %).
@@ -23,11 +24,7 @@ V5E_BF16_FLOPS_PER_S = V5E.bf16_flops_per_s
 # What a class's variant may draw: chips with the rates a question needs.
 GPUS = hardware.chip_names(family="gpu")
 TPUS = hardware.chip_names(family="tpu", since="tpu-v4")
-TPUS_WITH_INT8 = tuple(t for t in TPUS if hardware.get_chip(t).int8_ops_per_s != hardware.get_chip(t).bf16_flops_per_s)
-
-
-def _chip(name: str):
-    return hardware.get_chip(name)
+TPUS_WITH_INT8 = tuple(t for t in TPUS if get_chip(t).int8_ops_per_s != get_chip(t).bf16_flops_per_s)
 
 
 SHAPES = ((1, 4096, 16384), (256, 8192, 8192), (4096, 2048, 8192), (37, 1000, 3000))
@@ -64,8 +61,8 @@ KEYS = {
         kind="value",
         rel_tol=0.02,  # the text rounds the v6e's 1.09 ms to "1.1ms" (its peak there: 9.1e14; Part 2: 9.2e14)
         expected=lambda flops, gpu, tpu: {
-            "t_math_gpu_s": flops / _chip(gpu).bf16_flops_per_s,
-            "t_math_tpu_s": flops / _chip(tpu).bf16_flops_per_s,
+            "t_math_gpu_s": flops / get_chip(gpu).bf16_flops_per_s,
+            "t_math_tpu_s": flops / get_chip(tpu).bf16_flops_per_s,
         },
         params={"flops": 1e12, "gpu": "h100", "tpu": "tpu-v6e"},
         draw=lambda r: {"flops": r.choice((2e11, 5e11, 2e12, 5e12)), "gpu": r.choice(GPUS), "tpu": r.choice(TPUS)},
@@ -98,7 +95,7 @@ KEYS = {
     "ch01_q0e_network_d": Key(
         names=("d_crit",),
         kind="value",
-        expected=lambda tpu: {"d_crit": 2 * _chip(tpu).bf16_flops_per_s / _chip(tpu).ici_bytes_per_s},
+        expected=lambda tpu: {"d_crit": 2 * get_chip(tpu).bf16_flops_per_s / get_chip(tpu).ici_bytes_per_s},
         params={"tpu": "tpu-v6e"},
         draw=lambda r: {"tpu": r.choice(TPUS)},
     ),
@@ -118,7 +115,7 @@ KEYS = {
         names=("b_crit_int8_tokens",),
         kind="value",
         rel_tol=0.02,  # the text's 8.2e11 bytes/s: its ridge of 240 where 8.1e11 gives 243
-        expected=lambda tpu: {"b_crit_int8_tokens": _chip(tpu).int8_ops_per_s / _chip(tpu).hbm_bytes_per_s / 2},
+        expected=lambda tpu: {"b_crit_int8_tokens": get_chip(tpu).int8_ops_per_s / get_chip(tpu).hbm_bytes_per_s / 2},
         params={"tpu": "tpu-v5e"},
         draw=lambda r: {"tpu": r.choice(TPUS_WITH_INT8)},
     ),
@@ -133,7 +130,7 @@ KEYS = {
         kind="value",
         rel_tol=0.02,
         expected=lambda tpu: {
-            "b_crit_int8_weights_tokens": _chip(tpu).bf16_flops_per_s / _chip(tpu).hbm_bytes_per_s / 2
+            "b_crit_int8_weights_tokens": get_chip(tpu).bf16_flops_per_s / get_chip(tpu).hbm_bytes_per_s / 2
         },
         params={"tpu": "tpu-v5e"},
         draw=lambda r: {"tpu": r.choice(TPUS)},
@@ -154,7 +151,7 @@ KEYS = {
         names=("b_crit_gpu_tokens",),
         kind="value",
         rel_tol=0.02,
-        expected=lambda gpu: {"b_crit_gpu_tokens": roofline.critical_intensity(_chip(gpu))},
+        expected=lambda gpu: {"b_crit_gpu_tokens": roofline.critical_intensity(get_chip(gpu))},
         params={"gpu": "h100"},
         draw=lambda r: {"gpu": r.choice(GPUS)},
     ),

@@ -6,12 +6,13 @@ import dataclasses
 import random
 
 from book_lib import collectives, hardware, roofline, systolic, topology
+from book_lib.hardware import get_chip
 from exercises.keys import JaxCheck, Key, redraw, text_chip
 
-V4 = hardware.get_chip("tpu-v4")
-V5E = hardware.get_chip("tpu-v5e")
-V5P = hardware.get_chip("tpu-v5p")
-V6E = hardware.get_chip("tpu-v6e")
+V4 = get_chip("tpu-v4")
+V5E = get_chip("tpu-v5e")
+V5P = get_chip("tpu-v5p")
+V6E = get_chip("tpu-v6e")
 
 # The rates the function problems state, as their statements print them, with the book_lib value each
 # must match (tests/test_exercises.py checks that every one appears in a statement and agrees within 0.5 %).
@@ -33,18 +34,14 @@ W_SHAPE = (16384, 4096)  # problem 2.4: int8[F, D] weights times int8[B, D] acti
 TPUS = hardware.chip_names(family="tpu", since="tpu-v4")
 TPUS_2D = hardware.chip_names(ici_topology="2d-torus")  # 2D tori: square pods, wraparound at the pod's side
 TPUS_3D = hardware.chip_names(ici_topology="3d-torus")  # 3D tori built of 4x4x4 cubes
-TPUS_WITH_INT8 = tuple(t for t in TPUS if hardware.get_chip(t).int8_ops_per_s != hardware.get_chip(t).bf16_flops_per_s)
+TPUS_WITH_INT8 = tuple(t for t in TPUS if get_chip(t).int8_ops_per_s != get_chip(t).bf16_flops_per_s)
 SHAPES_3D = ("2x2x4", "2x4x4", "4x4x4", "2x2x8", "4x8x8", "8x8x8", "4x4x16", "2x4x8", "8x8x16", "4x8x16")
 MATMUL_SHAPES = ((2048, 8192), (4096, 14336), (4096, 16384), (8192, 28672), (8192, 32768), (16384, 53248))
 
 
-def _chip(name: str) -> hardware.Chip:
-    return hardware.get_chip(name)
-
-
 def _side(chip: str) -> int:
     """The side of a 2D-torus pod (chips); an axis of this size wraps."""
-    return _chip(chip).pod_shape[0]
+    return get_chip(chip).pod_shape[0]
 
 
 def _sizes(shape: str) -> tuple[int, ...]:
@@ -53,7 +50,7 @@ def _sizes(shape: str) -> tuple[int, ...]:
 
 CLOCK_CASES = tuple(
     (chip.bf16_flops_per_s, chip.mxu_size, chip.mxus_per_core * chip.cores_per_chip)
-    for chip in (V5E, V4, V5P, hardware.get_chip("tpu-v2"))
+    for chip in (V5E, V4, V5P, get_chip("tpu-v2"))
 )
 
 
@@ -126,7 +123,7 @@ def _draw_diameters(r: random.Random) -> dict:
 
 
 def _dcn_send(tpu: str, send_gib: int) -> dict[str, float]:
-    chip = _chip(tpu)
+    chip = get_chip(tpu)
     per_chip = min(chip.dcn_bytes_per_s_per_chip, chip.pcie_bytes_per_s)
     return {"dcn_send_s": send_gib * 2**30 / per_chip}
 
@@ -138,7 +135,7 @@ def _draw_load(r: random.Random) -> dict:
 
 def _fits_load(v: dict) -> bool:
     """The chip's HBM holds the model's share of bf16 weights, and not much more."""
-    return _chip(v["tpu"]).hbm_bytes / 8 <= 2 * v["params_b"] * 1e9 / v["n_chips"] <= _chip(v["tpu"]).hbm_bytes
+    return get_chip(v["tpu"]).hbm_bytes / 8 <= 2 * v["params_b"] * 1e9 / v["n_chips"] <= get_chip(v["tpu"]).hbm_bytes
 
 
 def _pod(tpu: str, prefix: str, *, text_gb: bool = False) -> dict[str, float]:
@@ -154,12 +151,12 @@ def _pod(tpu: str, prefix: str, *, text_gb: bool = False) -> dict[str, float]:
 
 def _pcie_min_d(tpu: str, pcie_bytes_per_s: float) -> float:
     # F = 4D, activations over PCIe: a batch can only help above this D (where critical_batch_size turns finite)
-    return roofline.smallest_compute_bound_width(_chip(tpu).bf16_flops_per_s, pcie_bytes_per_s, f_over_d=4)
+    return roofline.smallest_compute_bound_width(get_chip(tpu).bf16_flops_per_s, pcie_bytes_per_s, f_over_d=4)
 
 
 def _draw_pcie(r: random.Random) -> dict:
     tpu = r.choice(TPUS)
-    return {"tpu": tpu, "pcie_bytes_per_s": _chip(tpu).pcie_bytes_per_s}
+    return {"tpu": tpu, "pcie_bytes_per_s": get_chip(tpu).pcie_bytes_per_s}
 
 
 def _int8_time(B: int, bytes_per_s: float) -> float:
@@ -207,12 +204,12 @@ def _latency_well_below_bandwidth(v: dict) -> bool:
 
 def _two_hosts(tpu: str) -> topology.Slice:
     """Problem 2.6's slice: two hosts' blocks side by side (a v5e's 4x4; a v2's 2x4), no wraparound."""
-    rows, cols = _chip(tpu).host_shape
+    rows, cols = get_chip(tpu).host_shape
     return topology.Slice.of(tpu, (rows, 2 * cols))
 
 
 def _pipeline(tpu: str, side_k: int, batch: int, *, text_gb: bool = False) -> dict[str, float]:
-    chip, grid = _chip(tpu), _two_hosts(tpu)
+    chip, grid = get_chip(tpu), _two_hosts(tpu)
     side = side_k * 1024
     # int8[side, side]; the text reads 2^34 bytes as 16 GB of 1e9 bytes (7 % less), and its FLOPs likewise
     elements = side**2 / 2**30 * 1e9 if text_gb else side**2
@@ -232,7 +229,7 @@ def _bounds(tpu: str, side_k: int, batch: int) -> dict[str, float]:
 
 def _dcn_route_s(tpu: str, side_k: int) -> float:
     # host 1 ships its half to host 0 over DCN; host 0 pushes the whole matrix into chip (0, 0) over its one PCIe link
-    chip, grid = _chip(tpu), _two_hosts(tpu)
+    chip, grid = get_chip(tpu), _two_hosts(tpu)
     matrix_bytes = (side_k * 1024) ** 2
     dcn_s = matrix_bytes / grid.n_hosts / chip.dcn_bytes_per_s
     pcie_s = matrix_bytes / chip.pcie_bytes_per_s
@@ -258,7 +255,7 @@ def _draw_matrix(r: random.Random) -> dict:
 
 def _fits_matrix(v: dict) -> bool:
     """The int8 matrix fits the chip's HBM."""
-    return (v["side_k"] * 1024) ** 2 <= _chip(v["tpu"]).hbm_bytes
+    return (v["side_k"] * 1024) ** 2 <= get_chip(v["tpu"]).hbm_bytes
 
 
 def _draw_pipeline(r: random.Random) -> dict:
@@ -318,7 +315,7 @@ KEYS = {
         names=("load_time_s",),
         kind="value",
         expected=lambda tpu, params_b, n_chips: {
-            "load_time_s": 2 * params_b * 1e9 / n_chips / _chip(tpu).hbm_bytes_per_s
+            "load_time_s": 2 * params_b * 1e9 / n_chips / get_chip(tpu).hbm_bytes_per_s
         },
         rel_tol=0.05,  # the text's "around 10 ms" for 10.4 ms
         params={"tpu": "tpu-v4", "params_b": 200, "n_chips": 32},
@@ -347,7 +344,7 @@ KEYS = {
     "ch02_q3a_pcie_batch": Key(
         names=("pcie_batch_tokens",),
         kind="value",
-        expected=lambda tpu, pcie_bytes_per_s: {"pcie_batch_tokens": _chip(tpu).bf16_flops_per_s / pcie_bytes_per_s},
+        expected=lambda tpu, pcie_bytes_per_s: {"pcie_batch_tokens": get_chip(tpu).bf16_flops_per_s / pcie_bytes_per_s},
         params={"tpu": "tpu-v6e", "pcie_bytes_per_s": PCIE_GIVEN_BYTES_PER_S},
         draw=_draw_pcie,
     ),
@@ -374,7 +371,7 @@ KEYS = {
         names=("hbm_batch_tokens",),
         kind="value",
         expected=lambda tpu, d, f: {
-            "hbm_batch_tokens": _int8_critical(d, f, _chip(tpu).int8_ops_per_s, _chip(tpu).hbm_bytes_per_s)
+            "hbm_batch_tokens": _int8_critical(d, f, get_chip(tpu).int8_ops_per_s, get_chip(tpu).hbm_bytes_per_s)
         },
         params={"tpu": "tpu-v5e", "d": W_SHAPE[1], "f": W_SHAPE[0]},
         draw=_draw_int8_matmul,
@@ -391,7 +388,7 @@ KEYS = {
         kind="value",
         expected=lambda tpu, d, f, vmem_over_hbm: {
             "vmem_batch_tokens": _int8_critical(
-                d, f, _chip(tpu).int8_ops_per_s, vmem_over_hbm * _chip(tpu).hbm_bytes_per_s
+                d, f, get_chip(tpu).int8_ops_per_s, vmem_over_hbm * get_chip(tpu).hbm_bytes_per_s
             )
         },
         params={"tpu": "tpu-v5e", "d": W_SHAPE[1], "f": W_SHAPE[0], "vmem_over_hbm": VMEM_OVER_HBM},

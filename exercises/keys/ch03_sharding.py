@@ -5,9 +5,10 @@ from __future__ import annotations
 import random
 
 from book_lib import checks, collectives, hardware, notation, roofline, sharding, topology
+from book_lib.hardware import get_chip
 from exercises.keys import JaxCheck, Key
 
-V5P = hardware.get_chip("tpu-v5p")
+V5P = get_chip("tpu-v5p")
 
 # The rates problem 3.4's function question (Q4a) prints, each with the book_lib value it must match
 # (tests/test_exercises.py checks that every one appears in a statement and agrees within 0.5 %).
@@ -46,10 +47,6 @@ RINGS = {
     "tpu-v6e": (16,),
 }
 POP_QUIZ_DTYPES = ("int8", "bf16", "f32")  # their bytes: checks.dtype_bytes
-
-
-def _chip(name: str) -> hardware.Chip:
-    return hardware.get_chip(name)
 
 
 def _draw_2d_mesh(r: random.Random, sizes: tuple[int, ...] = (2, 4, 8)) -> dict:
@@ -371,7 +368,7 @@ def _mlp_times(**values) -> tuple[float, float]:
 
 def _mlp_weight_load_s(tpu: str, x: int, y: int, b: int, d: int, f: int) -> float:
     """Seconds for one chip to read its share of both weight matrices from HBM (the text's crux)."""
-    chip = _chip(tpu)
+    chip = get_chip(tpu)
     return roofline.roofline_time(
         0.0, _mlp_weight_bytes(d, f, x, y), chip.bf16_flops_per_s, chip.hbm_bytes_per_s
     ).t_comms
@@ -391,7 +388,7 @@ def _draw_3_7(r: random.Random) -> dict:
 
 def _mlp_fits(v: dict) -> bool:
     """The MLP's weights per chip fit well within the chip's HBM (a quarter of it)."""
-    return _mlp_weight_bytes(v["d"], v["f"], v["x"], v["y"]) < _chip(v["tpu"]).hbm_bytes / 4
+    return _mlp_weight_bytes(v["d"], v["f"], v["x"], v["y"]) < get_chip(v["tpu"]).hbm_bytes / 4
 
 
 # --- problem 3.9: gather-then-multiply against multiply-then-reduce-scatter --------------------------------
@@ -494,7 +491,7 @@ KEYS = {
     "ch03_q0e_latency_bytes": Key(
         names=("latency_bound_below_bytes",),
         kind="value",
-        expected=lambda tpu: {"latency_bound_below_bytes": _chip(tpu).ici_bytes_per_s * HOP_S},
+        expected=lambda tpu: {"latency_bound_below_bytes": get_chip(tpu).ici_bytes_per_s * HOP_S},
         params={"tpu": "tpu-v5e"},
         draw=lambda r: {"tpu": r.choice(TPUS)},
     ),

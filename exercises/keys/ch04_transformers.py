@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 from book_lib import hardware, models, roofline, transformer
+from book_lib.hardware import get_chip
 from exercises.keys import JaxCheck, Key
 
 Q1 = models.get_model("book-ch4-q1")  # L = 64, D = 4096, F = 4D, V = 32,000, N H = D, MHA
@@ -13,7 +14,7 @@ Q1 = models.get_model("book-ch4-q1")  # L = 64, D = 4096, F = 4D, V = 32,000, N 
 # and the problem states the rate it wants used).
 H800_FP8_SPARSE_FLOPS_PER_S = 3.026e15
 
-V5E = hardware.get_chip("tpu-v5e")
+V5E = get_chip("tpu-v5e")
 # The rates Q4c (a function problem) prints, each with the book_lib value it must match
 # (tests/test_exercises.py checks that every one appears in a statement and agrees within 0.5 %).
 # The value problems print their chip's rates from book_lib through the templates.
@@ -44,10 +45,6 @@ MOE_MODELS = (
     ("gpt-oss-20b", 32, 4),
     ("gpt-oss-120b", 128, 4),
 )
-
-
-def _chip(name: str) -> hardware.Chip:
-    return hardware.get_chip(name)
 
 
 def _mha(layers: int, d: int, f: int = 1, v: int = 1, h: int = 128, **kw) -> transformer.TransformerConfig:
@@ -176,7 +173,7 @@ def _draw_mfu(r: random.Random) -> dict:
 
 
 def _moe_named(model: str, e: int, k: int, tpu: str) -> dict[str, float]:
-    return {"moe_batch_tokens": _moe_batch(e, k, _chip(tpu).bf16_flops_per_s, _chip(tpu).hbm_bytes_per_s)}
+    return {"moe_batch_tokens": _moe_batch(e, k, get_chip(tpu).bf16_flops_per_s, get_chip(tpu).hbm_bytes_per_s)}
 
 
 def _draw_moe(r: random.Random) -> dict:

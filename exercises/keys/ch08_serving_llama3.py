@@ -167,7 +167,7 @@ def _draw_critical(r: random.Random) -> dict:
 # ---- filling a slice's HBM with caches ---------------------------------------------------------------
 
 
-def _chip(hbm: float) -> hardware.Chip:
+def _v5e_with_hbm(hbm: float) -> hardware.Chip:
     """A TPU v5e with `hbm` bytes of HBM per chip (the text takes 16e9; the chip has 16 GiB)."""
     return dataclasses.replace(hardware.get_chip("tpu-v5e"), hbm_bytes=hbm)
 
@@ -186,20 +186,20 @@ def _smallest(model, chip, context: int, w: str) -> int:
 
 
 def _min_slice(dtype: str, hbm: float, context: int, **m) -> dict[str, float]:
-    model, chip, w = _named(**m), _chip(hbm), dtype
+    model, chip, w = _named(**m), _v5e_with_hbm(hbm), dtype
     n = _smallest(model, chip, context, w)
     full = _fill(model, chip, n, context, w)
     return {"min_slice_chips": n, "free_hbm_bytes": full["free"], "max_batch": full["batch"]}
 
 
 def _full_step(dtype: str, hbm: float, context: int, **m) -> dict[str, float]:
-    model, chip, w = _named(**m), _chip(hbm), dtype
+    model, chip, w = _named(**m), _v5e_with_hbm(hbm), dtype
     full = _fill(model, chip, _smallest(model, chip, context, w), context, w)
     return {"step_time_full_s": full["step"], "requests_per_s_per_chip": full["qps"]}
 
 
 def _doubled(dtype: str, hbm: float, context: int, **m) -> dict[str, float]:
-    model, chip, w = _named(**m), _chip(hbm), dtype
+    model, chip, w = _named(**m), _v5e_with_hbm(hbm), dtype
     full = _fill(model, chip, 2 * _smallest(model, chip, context, w), context, w)
     return {
         "free_hbm_doubled_bytes": full["free"],

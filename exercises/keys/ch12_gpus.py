@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 from book_lib import bounds, checks, collectives, gpu, hardware
+from book_lib.hardware import get_chip
 from exercises.keys import Key
 
 # What a class's variant may draw: GPUs with the figures a question needs (the H200 has an H100's SMs,
@@ -15,10 +16,6 @@ TPUS_3D = hardware.chip_names(ici_topology="3d-torus")
 DTYPE_NAMES = {1: "int8", 2: "bf16", 4: "float32"}
 CUBE = (2, 2, 2)  # Q3's TPU slice: 8 chips, as many as a node has GPUs
 CHOICES = ("compute", "nvlink", "scale_out")
-
-
-def _chip(name: str) -> hardware.Chip:
-    return hardware.get_chip(name)
 
 
 def _sm(gpu_name: str) -> dict[str, float]:
@@ -37,7 +34,7 @@ def _tile(gpu_name: str, dtype_bytes: int) -> dict[str, float]:
 
 def _gathers(gpu_name: str, tpu: str, v_gib: int) -> dict[str, float]:
     v = v_gib * 2**30
-    node = collectives.collective_time("all_gather", v, _chip(gpu_name).chips_per_pod, gpu_name)
+    node = collectives.collective_time("all_gather", v, get_chip(gpu_name).chips_per_pod, gpu_name)
     cube = collectives.collective_time("all_gather", v, CUBE, tpu)  # no wraparound in a 2x2x2 slice
     return {"node_allgather_s": node.bandwidth_s, "cube_allgather_s": cube.bandwidth_s}
 
@@ -45,7 +42,7 @@ def _gathers(gpu_name: str, tpu: str, v_gib: int) -> dict[str, float]:
 def _gathers_rule_of_thumb(gpu_name: str, tpu: str, v_gib: int) -> dict[str, float]:
     """The text's rule of thumb, V over the bandwidth out of a chip, without the (N - 1) / N."""
     v = v_gib * 2**30
-    node = collectives.collective_time("all_gather", v, _chip(gpu_name).chips_per_pod, gpu_name)
+    node = collectives.collective_time("all_gather", v, get_chip(gpu_name).chips_per_pod, gpu_name)
     cube = collectives.collective_time("all_gather", v, CUBE, tpu)
     return {"node_allgather_s": node.rule_of_thumb_s, "cube_allgather_s": cube.rule_of_thumb_s}
 
@@ -68,7 +65,7 @@ def _dp_batch_overlapped(gpu_name: str, n_nodes: int, *, rule_of_thumb: bool = F
     steps = gpu.hierarchical_all_reduce(gpu_name, array_bytes=1.0, n_nodes=n_nodes)
     per = (lambda c: c.rule_of_thumb_s) if rule_of_thumb else (lambda c: c.bandwidth_s)
     tau = max(per(steps.reduce_scatter) + per(steps.all_gather), per(steps.all_reduce))
-    return {"dp_batch_per_gpu_tokens": _chip(gpu_name).bf16_flops_per_s * tau / 2}
+    return {"dp_batch_per_gpu_tokens": get_chip(gpu_name).bf16_flops_per_s * tau / 2}
 
 
 def _draw_bound(r: random.Random) -> dict:
