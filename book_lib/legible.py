@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from matplotlib.text import Text
     from matplotlib.transforms import Bbox
 
+__all__ = ["COLUMN_PX", "MIN_TEXT_PX", "CHECK_ENV_VAR", "shown_scale", "problems", "check", "checking"]
+
 COLUMN_PX = 684
 MIN_TEXT_PX = 9.0
 CHECK_ENV_VAR = "BOOK_LIB_CHECK_FIGURES"

@@ -19,6 +19,8 @@ import numbers
 
 from book_lib import checks
 
+__all__ = ["THIN", "grouped", "fmt"]
+
 THIN = "\u202f"
 _PREFIXES = {-15: "f", -12: "p", -9: "n", -6: "µ", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")

@@ -92,6 +92,7 @@ def violations(sources: dict[str, str]) -> list[str]:
 def test_every_module_is_on_the_map_and_keeps_its_rules():
     assert set(SOURCES) - {"__main__"} == set(book_lib.__all__)
     assert violations(SOURCES) == []
+    assert [m for m in book_lib.__all__ if "\n__all__ = [" not in SOURCES[m]] == [], "each module lists its names"
 
 
 @pytest.mark.parametrize(
