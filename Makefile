@@ -17,12 +17,13 @@ FLOOR_JAX := $(shell sed -n 's/.*"jax>=\([0-9.]*\)".*/\1/p' pyproject.toml)
 FLOOR := .venv-floor
 FLOOR_STAMP := $(FLOOR)/.installed-$(FLOOR_JAX)
 
-.PHONY: help install floor devices sandbox browser test book check-site exercises course grade chapters sync bench lint clean
+.PHONY: help install floor devices sandbox browser unit test book check-site exercises course grade chapters sync bench lint clean
 
 help:
 	@echo "make book       build the HTML book into _build/html/"
 	@echo "make check-site build the book and check every page in headless Chromium, offline"
-	@echo "make test       unit tests, notebooks (nbval), grading round trip, book build, chapters at the jax floor"
+	@echo "make unit       the fast tiers, tests/pure and tests/jax: start here (under a minute)"
+	@echo "make test       every tier (pure, jax, course, site), the notebooks (nbval), chapters at the jax floor"
 	@echo "make floor      run the chapters on the oldest jax pyproject.toml allows (.venv-floor)"
 	@echo "make devices    run the chapters on 1, 2, 4 and 16 CPU devices (a reader's own XLA_FLAGS count)"
 	@echo "make exercises  regenerate exercises/release/ and solutions/ from exercises/source/"
@@ -63,7 +64,7 @@ sandbox:
 	  (apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null 2>&1; } || \
 	  echo "bubblewrap is not installed: grading refuses to run (or set sandbox='none'; README, Grading)"
 
-# Debian's Chromium drives the site check (tests/test_book.py, `make check-site`); installed here when we can.
+# Debian's Chromium drives the site check (tests/site/test_book.py, `make check-site`); installed here when we can.
 browser:
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1; } || \
@@ -76,6 +77,9 @@ devices: $(STAMP)
 	  XLA_FLAGS=--xla_force_host_platform_device_count=$$n $(BIN)/pytest -q -n 2 --dist loadscope \
 	    -p no:cacheprovider chapters --nbval-lax --nbval-cell-timeout=300 || exit 1; \
 	done
+
+unit: $(STAMP)
+	$(BIN)/pytest -n 2 tests/pure tests/jax
 
 test: $(STAMP) $(FLOOR_STAMP) $(SITE_ASSETS) sandbox browser lint
 	$(BIN)/pytest -n 2 --dist loadscope tests $(NOTEBOOKS) $(PYTEST_NB)

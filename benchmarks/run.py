@@ -73,7 +73,7 @@ def report_grading(n_submissions: int = 24, assignment: str = "ch01_rooflines") 
     sys.path.insert(0, str(ROOT))
     from exercises import grade
     from exercises.keys import keys_for
-    from tests.course_kit import Course, gradebook_scores, reference_answers, wrong_answer
+    from tests.course.course_kit import Course, gradebook_scores, reference_answers, wrong_answer
 
     with tempfile.TemporaryDirectory(prefix="book-bench-grading-") as tmp:
         course = Course(Path(tmp) / "class", [assignment], seed=2026)
@@ -122,7 +122,7 @@ def main(argv: list[str]) -> int:
 
 def report_calculators() -> None:
     """The HTML book's calculators in Chromium, as the suite's browser test measured them in its run
-    (tests/test_book.py writes _build/calculator-times.json): Pyodide's first result, then each change."""
+    (tests/site/test_book.py writes _build/calculator-times.json): Pyodide's first result, then each change."""
     measured = ROOT / "_build" / "calculator-times.json"
     if not measured.exists():
         print("\ncalculators in the page: not measured (run make test first)")

@@ -1,4 +1,6 @@
-"""Shared test set-up: the repository root on sys.path (for `exercises.keys`), its bytecode, the device fixture."""
+"""Shared test set-up: the repository root on sys.path (for `exercises.keys`), its bytecode, the device
+fixture, and a marker per tier: each test is marked with its folder (pure, jax, course, site), and a
+notebook's cells with `notebooks`, so `pytest -m pure` picks a tier (`make unit`: pure and jax)."""
 
 import compileall
 import os
@@ -25,3 +27,13 @@ def eight_devices():
 
     devices.setup(8)
     return devices.choice()
+
+
+TIERS = ("pure", "jax", "course", "site")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        path = Path(str(item.path)).resolve()
+        tier = path.parent.name if path.parent.parent == ROOT / "tests" else "notebooks"
+        item.add_marker(getattr(pytest.mark, tier if tier in TIERS else "notebooks"))

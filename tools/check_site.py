@@ -47,7 +47,7 @@ COLAB = re.compile(r"https://colab\.research\.google\.com/github/[^\"'<>\s]+?/bl
 SKIPPED = ("_static", "_sources", "_images", "_sphinx_design_static")
 
 # Elements that may be wider than the text column at 1280 px, each with the reason: (page, start of its
-# text) -> why. tests/test_site.py keeps every entry's reason written out.
+# text) -> why. tests/site/test_site.py keeps every entry's reason written out.
 WIDE_ALLOWED: dict[tuple[str, str], str] = {}
 
 # Runs in the page once it has loaded: what the reader would see.

@@ -3,7 +3,7 @@
 Keys are read by the grader's own process (`exercises/grading/`), never by the student's kernel:
 the kernel only records what the student's names hold (a value; a function's outputs on inputs
 drawn at grading time; a JAX function exported as a program) and the comparison with these keys
-happens outside it, a JAX program compiled and run by the grader itself. `tests/test_exercises.py`
+happens outside it, a JAX program compiled and run by the grader itself. `tests/course/test_exercises.py`
 checks every key against the reference solution.
 """
 

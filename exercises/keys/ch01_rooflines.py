@@ -11,7 +11,7 @@ V5E = get_chip("tpu-v5e")
 V6E = get_chip("tpu-v6e")
 
 # The rates the function problems state, as their statements print them, with the book_lib value each
-# must match (tests/test_exercises.py checks every one appears in a statement and agrees within 0.5 %).
+# must match (tests/course/test_exercises.py checks every one appears in a statement and agrees within 0.5 %).
 GIVENS = [
     ("1.97 \\times 10^{14}", V5E.bf16_flops_per_s),
     ("8.1 \\times 10^{11}", V5E.hbm_bytes_per_s),
@@ -157,7 +157,7 @@ KEYS = {
     ),
 }
 
-# The text's printed answers: the grader accepts each (tests/test_exercises.py).
+# The text's printed answers: the grader accepts each (tests/course/test_exercises.py).
 PRINTED = {
     "ch01_q0a_t_math_s": {"t_math_gpu_s": 1.01e-3, "t_math_tpu_s": 1.1e-3},
     "ch01_q1c_int8_batch": {"b_crit_int8_tokens": 240},  # 243 in the February 2025 text (8.1e11 bytes/s)

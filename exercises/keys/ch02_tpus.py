@@ -15,7 +15,7 @@ V5P = get_chip("tpu-v5p")
 V6E = get_chip("tpu-v6e")
 
 # The rates the function problems state, as their statements print them, with the book_lib value each
-# must match (tests/test_exercises.py checks that every one appears in a statement and agrees within 0.5 %).
+# must match (tests/course/test_exercises.py checks that every one appears in a statement and agrees within 0.5 %).
 # The value problems print their chip's rates from book_lib through the templates.
 GIVENS = [
     ("1.97 \\times 10^{14}", V5E.bf16_flops_per_s),
@@ -470,7 +470,7 @@ KEYS = {
     ),
 }
 
-# Right values by the wrong route: gather every block everywhere, then keep device 0's (tests/test_grading.py).
+# Right values by the wrong route: gather every block everywhere, then keep device 0's (tests/course/test_grading.py).
 PLAUSIBLE = {
     "ch02_q7a_send_to_last": """
 def send_to_last(x, n_devices):
@@ -483,7 +483,7 @@ def send_to_last(x, n_devices):
 """,
 }
 
-# The text's printed answers where its model gives them (tests/test_exercises.py): the grader accepts
+# The text's printed answers where its model gives them (tests/course/test_exercises.py): the grader accepts
 # each. Q1's "around 10 ms" is accepted at 5 %; Q2's pods at 2 % (the v5e's peak rounded to 2e14) and
 # with the table's GB of 1e9 bytes through `also`; Q6a's reading of the 2^34-byte matrix as 16e9 bytes
 # through `also`.

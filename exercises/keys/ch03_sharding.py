@@ -11,7 +11,7 @@ from exercises.keys import JaxCheck, Key
 V5P = get_chip("tpu-v5p")
 
 # The rates problem 3.4's function question (Q4a) prints, each with the book_lib value it must match
-# (tests/test_exercises.py checks that every one appears in a statement and agrees within 0.5 %).
+# (tests/course/test_exercises.py checks that every one appears in a statement and agrees within 0.5 %).
 # The value and choice problems print their chip's rates from book_lib through the templates.
 GIVENS = [
     ("4.59 \\times 10^{14}", V5P.bf16_flops_per_s),
@@ -823,7 +823,7 @@ KEYS = {
 }
 
 
-# Right values by the wrong route (tests/test_grading.py): the primitive the question asks to avoid, or to use.
+# Right values by the wrong route (tests/course/test_grading.py): the primitive the question asks to avoid, or to use.
 PLAUSIBLE = {
     "ch03_q0f_ring_all_gather": """
 def ring_all_gather(x):
@@ -841,7 +841,7 @@ def matmul_reduce_scatter(a, b):
 """,
 }
 
-# The text's printed answers: the grader accepts each (tests/test_exercises.py).
+# The text's printed answers: the grader accepts each (tests/course/test_exercises.py).
 PRINTED = {
     "ch03_q2a_gather_x": {"gather_x_s": 23e-6},
     "ch03_q2b_gather_xy": {"gather_xy_s": 46e-6},

@@ -16,7 +16,7 @@ H800_FP8_SPARSE_FLOPS_PER_S = 3.026e15
 
 V5E = get_chip("tpu-v5e")
 # The rates Q4c (a function problem) prints, each with the book_lib value it must match
-# (tests/test_exercises.py checks that every one appears in a statement and agrees within 0.5 %).
+# (tests/course/test_exercises.py checks that every one appears in a statement and agrees within 0.5 %).
 # The value problems print their chip's rates from book_lib through the templates.
 GIVENS = [("1.97 \\times 10^{14}", V5E.bf16_flops_per_s), ("8.1 \\times 10^{11}", V5E.hbm_bytes_per_s)]
 
@@ -392,7 +392,7 @@ KEYS = {
     ),
 }
 
-# Answers a student might plausibly write that must still lose their points (tests/test_grading.py).
+# Answers a student might plausibly write that must still lose their points (tests/course/test_grading.py).
 PLAUSIBLE = {
     "ch04_q9_online_softmax": """
 def online_softmax_attention(q, k, v, block_size):
@@ -401,7 +401,7 @@ def online_softmax_attention(q, k, v, block_size):
 """,
 }
 
-# The text's printed answers: the grader accepts each (tests/test_exercises.py).
+# The text's printed answers: the grader accepts each (tests/course/test_exercises.py).
 PRINTED = {
     "ch04_q0a_remat_bytes": {"activations_none_bytes": 84e12, "activations_block_bytes": 4.2e12},
     "ch04_q1b_attention_share": {"attention_share_q1": 0.25},

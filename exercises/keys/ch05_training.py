@@ -309,7 +309,7 @@ def _text_params(layers: int, d: int, f: int, v: int) -> float:
     return parts.mlp + parts.attention + parts.embedding + parts.output
 
 
-# Answers a student might plausibly write that must still lose their points (tests/test_grading.py).
+# Answers a student might plausibly write that must still lose their points (tests/course/test_grading.py).
 PLAUSIBLE = {
     "ch05_q5_fsdp_forward": """
 def fsdp_forward(x, w_in, w_out):
@@ -327,7 +327,7 @@ def fsdp_forward(x, w_in, w_out):
 """,
 }
 
-# The text's printed answers: the grader accepts each (tests/test_exercises.py); UNPRINTED says why the rest are not.
+# The text's printed answers, each accepted (tests/course/test_exercises.py); UNPRINTED says why the rest are not.
 PRINTED = {
     "ch05_q0a_dp_max_params": {"dp_max_params": 9.6e9},  # 96 GB / 10 bytes, with the text's 96e9 bytes
     "ch05_q0b_dp_batch": {"dp_batch_one_axis": 2550, "dp_batch_three_axes": 850, "dp_pod_batch_tokens": 7.6e6},

@@ -457,7 +457,7 @@ KEYS = {
     ),
 }
 
-# Answers a student might plausibly write that must still lose their points (tests/test_grading.py).
+# Answers a student might plausibly write that must still lose their points (tests/course/test_grading.py).
 PLAUSIBLE = {
     "ch06_q10_fsdp_mlp": """
 def fsdp_mlp(x, w_in, w_out):
@@ -465,7 +465,7 @@ def fsdp_mlp(x, w_in, w_out):
 """,
 }
 
-# The text's printed answers: the grader accepts each (tests/test_exercises.py); UNPRINTED says why the rest are not.
+# The text's printed answers, each accepted (tests/course/test_exercises.py); UNPRINTED says why the rest are not.
 PRINTED = {
     "ch06_q1_count": {"params": 70.4e9, "flops_per_token": 4.2e11, "total_flops": 6.3e24},
     "ch06_q2_days": {"days_on_pod": 44, "years_on_one_chip": 435},

@@ -368,7 +368,7 @@ KEYS = {
 }
 
 
-# Answers a student might plausibly write that must still lose their points (tests/test_grading.py).
+# Answers a student might plausibly write that must still lose their points (tests/course/test_grading.py).
 PLAUSIBLE = {
     "ch07_q9_cached_attention": """
 def cached_decode_attention(q, k_cache, v_cache, k_new, v_new, pos):
@@ -380,7 +380,7 @@ def cached_decode_attention(q, k_cache, v_cache, k_new, v_new, pos):
 """,
 }
 
-# The text's printed answers: the grader accepts each (tests/test_exercises.py); UNPRINTED says why the rest are not.
+# The text's printed answers, each accepted (tests/course/test_exercises.py); UNPRINTED says why the rest are not.
 PRINTED = {
     "ch07_q0a_critical_batch": {
         "critical_batch_bf16": 240,

@@ -546,7 +546,7 @@ KEYS = {
     ),
 }
 
-# Answers a student might plausibly write that must still lose their points (tests/test_grading.py).
+# Answers a student might plausibly write that must still lose their points (tests/course/test_grading.py).
 PLAUSIBLE = {
     "ch08_q4_model_parallel_mlp": """
 def model_parallel_mlp(x, w_gate, w_up, w_down):
@@ -562,7 +562,7 @@ def model_parallel_mlp(x, w_gate, w_up, w_down):
 """,
 }
 
-# The text's printed answers: the grader accepts each (tests/test_exercises.py); UNPRINTED says why the rest are
+# The text's printed answers: the grader accepts each (tests/course/test_exercises.py); UNPRINTED says why the rest are
 # not. The model-parallel bounds (Q0i: the text divides by the v5p's C / W_ici and takes beta = 8) are accepted
 # through `also`.
 PRINTED = {

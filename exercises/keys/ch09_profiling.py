@@ -206,7 +206,7 @@ KEYS = {
     ),
 }
 
-# Answers a student might plausibly write that must still lose their points (tests/test_grading.py).
+# Answers a student might plausibly write that must still lose their points (tests/course/test_grading.py).
 PLAUSIBLE = {
     "ch09_q7_mlp_reduce_scatter": """
 def mlp_reduce_scatter(x, w_in, w_out):
@@ -222,7 +222,7 @@ def mlp_reduce_scatter(x, w_in, w_out):
 """,
 }
 
-# The text's printed answers: the grader accepts each (tests/test_exercises.py); UNPRINTED says why the rest are not.
+# The text's printed answers, each accepted (tests/course/test_exercises.py); UNPRINTED says why the rest are not.
 # The profile's measured 96 ms and 1.13 ms are measurements, not the model's answers.
 PRINTED = {
     "ch09_q3a_tiling_example": {"padded_rows": 4, "padded_cols": 6, "expansion": 1.6},

@@ -156,7 +156,7 @@ KEYS = {
     ),
 }
 
-# Answers a student might plausibly write that must still lose their points (tests/test_grading.py):
+# Answers a student might plausibly write that must still lose their points (tests/course/test_grading.py):
 # the blocking programs the questions replace, each with the right values and the right layout.
 PLAUSIBLE = {
     "ch10_q0_allgather_matmul": """

@@ -1,6 +1,6 @@
 """The submission's box (`exercises/grading/sandbox.py`), attacked directly with plain Python inside it.
 
-`tests/test_hostile.py` attacks it through nbgrader and checks the scores; these tests check each wall
+`tests/course/test_hostile.py` attacks it through nbgrader and checks the scores; these tests check each wall
 itself, in about a second each: no network (not even the host's loopback), none of the host's
 temporary or runtime folders, no course folder, no keys, another user, memory and process limits,
 and no process that outlives the box. Without a sandbox: every process a submission leaves is reaped,
@@ -20,7 +20,7 @@ import pytest
 
 from exercises.grading import integrity
 from exercises.grading.sandbox import Box, Limits, python_paths, sandbox_works
-from tests.attacks import MEMORY_BOMB, PROCESS_BOMB
+from tests.course.attacks import MEMORY_BOMB, PROCESS_BOMB
 
 SANDBOXED = pytest.mark.skipif(not sandbox_works(), reason="needs a working bubblewrap (make test installs it)")
 
@@ -124,7 +124,7 @@ def test_without_a_sandbox_every_process_left_is_reaped(tmp_path):
     tag = f"book-reaper-test-{os.getpid()}-{time.monotonic_ns()}"
     script = f"""
         import os, subprocess, sys, time
-        sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
         from exercises.grading.sandbox import become_subreaper, reap_children
         assert become_subreaper()
         sleeper = "[sys.executable, '-c', 'import time; time.sleep(600)', '{tag}']"

@@ -18,7 +18,7 @@ from exercises import build, variants
 from exercises.grading.sandbox import sandbox_works
 from exercises.keys import Key
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # Courses are graded in the sandbox; on a machine where bubblewrap cannot run (no user namespaces),
 # in the mode an instructor must name to grade without one, and the sandbox's own tests skip.
 SANDBOX = "bwrap" if sandbox_works() else "none"

@@ -22,7 +22,7 @@ import pytest
 import book_lib
 from book_lib import bounds, gpu, inference, parallelism, planner, training, transformer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MODULES = (bounds, training, planner, inference, gpu, parallelism)
 LEADING = ("model", "chip", "layout", "n_chips")
 # Arguments that would carry a dtype's size as a number instead of naming the dtype.

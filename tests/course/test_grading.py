@@ -5,7 +5,7 @@ scores 0 on every question; the class's reference solution scores full marks; th
 (the text's numbers) loses every value question; every answer made wrong loses its points; answers
 that look right but break a question's rules (listed in the keys as PLAUSIBLE) lose theirs. The
 same submissions graded by `make grade` with two workers get the same grades (chapter 1). Hostile
-submissions, and answers that raise or never end, are in `tests/test_hostile.py`.
+submissions, and answers that raise or never end, are in `tests/course/test_hostile.py`.
 """
 
 import importlib
@@ -14,7 +14,7 @@ import pytest
 
 from exercises import build
 from exercises.keys import keys_for
-from tests.course_kit import SANDBOX, Course, reference_answers, wrong_answer
+from tests.course.course_kit import SANDBOX, Course, reference_answers, wrong_answer
 
 SEED = 20261124
 

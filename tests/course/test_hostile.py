@@ -6,7 +6,7 @@ ride on answers that are all wrong, so any point they win is a point stolen; the
 a misbehaving answer costs only its own points. They run in the sandbox (a class with its own
 numbers), without it (`sandbox="none"`, the text's numbers) and, for forged JAX evidence, on the
 chapter 10 programs. Also here: feedback leaks no expected value or hidden code.
-`tests/test_sandbox.py` attacks each wall of the box directly; `tests/test_programs.py` forges
+`tests/course/test_sandbox.py` attacks each wall of the box directly; `tests/course/test_programs.py` forges
 JAX programs for every question.
 """
 
@@ -28,8 +28,8 @@ from exercises.grading.pipeline import MARKER
 from exercises.grading.recorder import MIME
 from exercises.grading.sandbox import sandbox_works
 from exercises.keys import keys_for
-from tests.attacks import MEMORY_BOMB, PROCESS_BOMB
-from tests.course_kit import SANDBOX, Course, reference_answers, wrong_answer
+from tests.course.attacks import MEMORY_BOMB, PROCESS_BOMB
+from tests.course.course_kit import SANDBOX, Course, reference_answers, wrong_answer
 
 CH01 = "ch01_rooflines"
 SEED = 7  # the hostile class has its own numbers, so reading them would pay

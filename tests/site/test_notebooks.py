@@ -10,7 +10,7 @@ import yaml
 
 from tools import notebooks as tools
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 SOURCES = sorted((ROOT / "exercises" / "source").glob("*/*.ipynb"))
 RELEASES = sorted((ROOT / "exercises" / "release").glob("*/*.ipynb"))

@@ -5,7 +5,7 @@ which exports it with `jax.export`) and judged as the grader judges it: it passe
 wrong program (the keys' PLAUSIBLE) fails, and so does every forged record: the old recorder's
 report of a program's text and outputs, a program for other shapes, shardings, devices or platforms,
 a host callback, an effect, names that spell collectives, bytes that are no program. The same
-judging runs in the grader's worker process; `tests/test_hostile.py` attacks it through nbgrader.
+judging runs in the grader's worker process; `tests/course/test_hostile.py` attacks it through nbgrader.
 """
 
 import base64

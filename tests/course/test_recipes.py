@@ -24,9 +24,9 @@ from book_lib import plots as book_plots
 from exercises import build, variants
 from exercises.grading import judge, pipeline, recorder
 from exercises.keys import Key
-from tests.course_kit import wrong_answer
+from tests.course.course_kit import wrong_answer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # ---- recipe 1: add a chip ----------------------------------------------------------------------------
 
@@ -48,7 +48,7 @@ NEW_TPU = """    _tpu(
         mxus_per_core=4,
         vpu_shape=(8, 128),
         device_kinds=(r"tpu recipe",),
-        source="https://example.com/tpu-recipe (a chip made up for tests/test_recipes.py)",
+        source="https://example.com/tpu-recipe (a chip made up for tests/course/test_recipes.py)",
     ),
 """
 
@@ -59,7 +59,7 @@ def test_add_a_chip(tmp_path):
     shutil.copytree(ROOT / "book_lib", tmp_path / "book_lib", ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "tests").mkdir()
     for test in ("test_hardware.py", "test_every_chip.py"):
-        shutil.copy(ROOT / "tests" / test, tmp_path / "tests" / test)
+        shutil.copy(ROOT / "tests" / "pure" / test, tmp_path / "tests" / test)
     # 1. the table: after the newest chip of its family (TPUs come before the first GPU)
     table = tmp_path / "book_lib" / "hardware.py"
     text = table.read_text()

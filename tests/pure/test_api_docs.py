@@ -1,6 +1,6 @@
-"""The book_lib reference: plain-text docstrings become the RST they mean (the pages: tests/test_layers.py).
+"""The book_lib reference: plain-text docstrings become the RST they mean (the pages: tests/pure/test_layers.py).
 
-That every docstring then builds without a warning is `tests/test_book.py`'s (`-W -n`).
+That every docstring then builds without a warning is `tests/site/test_book.py`'s (`-W -n`).
 """
 
 import importlib
@@ -14,7 +14,7 @@ from sphinx.pycode import ModuleAnalyzer
 import book_lib
 from tools import api_docs
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _problems(rst: str) -> list[str]:
@@ -61,7 +61,7 @@ def test_lists_and_sections_stay_as_they_are():
     assert not _problems("\n".join(api_docs.plain_to_rst(lines[:3])))
 
 
-# What a <pre> on the site holds: 80 characters of the 13 px code font (as tests/test_notebooks.py).
+# What a <pre> on the site holds: 80 characters of the 13 px code font (as tests/site/test_notebooks.py).
 COLUMN_CHARACTERS = 80
 
 

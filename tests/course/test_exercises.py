@@ -11,7 +11,7 @@ import pytest
 from exercises import build, variants
 from exercises.keys import keys_for
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENTS = build.assignments()
 
 

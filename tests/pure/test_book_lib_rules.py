@@ -11,7 +11,7 @@ import pytest
 import book_lib
 from book_lib import collectives, models, roofline, sharding, systolic, topology, transformer
 
-BOOK_LIB = Path(__file__).resolve().parent.parent / "book_lib"
+BOOK_LIB = Path(__file__).resolve().parents[2] / "book_lib"
 # The base and the cost models: plain Python, no JAX (`book_lib.LAYERS`).
 PURE = (*book_lib.LAYERS["base"], *book_lib.LAYERS["cost models"])
 

@@ -7,7 +7,7 @@ inherits it); outputs are not compared, since rounding changes the printed digit
 must run and every `assert` hold.
 
 Only bf16 runs here: TF32 keeps 10 mantissa bits to bf16's 7, so its rounding error is 8 times
-smaller and a check that holds under bf16 holds under TF32 (`tests/test_jax_tools.py` checks that both
+smaller and a check that holds under bf16 holds under TF32 (`tests/jax/test_devices.py` checks that both
 emulations round). One run per notebook instead of two keeps `make test` within its budget, and the
 chapters run so in `make floor` (at the jax floor, as a one-chip runtime mixes devices), not here.
 """
@@ -20,7 +20,7 @@ from nbclient import NotebookClient
 
 from book_lib import precision
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "solutions").glob("*.ipynb"))
 
 

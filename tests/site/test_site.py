@@ -1,6 +1,6 @@
 """tools/check_site.py finds each problem it promises to, on a small site made to have them all.
 
-The real book goes through the same check in tests/test_book.py, where it must find nothing; this
+The real book goes through the same check in tests/site/test_book.py, where it must find nothing; this
 test shows that finding nothing there means something.
 """
 
