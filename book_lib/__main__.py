@@ -42,6 +42,10 @@ _EXAMPLES = {
 }
 
 
+# Where a model's name is looked up: a wrong one is answered with the closest names.
+MODEL_HELP = "a preset of book_lib.models (models.model_names() lists them), e.g. llama3-70b"
+
+
 def parse_count(text: str, arg: str = "count") -> int:
     """A count written as `4194304`, `4M` (K, M, G, T are powers of 2: 4M = 4 * 2**20, the text's
     1024 sequences of 4096) or `4.2e6`; it must come out a whole number >= 1. `arg` names it in errors.
@@ -94,7 +98,7 @@ def _add_plan(commands: Any) -> None:
         description="Rank data, FSDP, tensor, mixed and pipeline parallelism for one training step "
         "(book_lib.planner.plan_training).",
     )
-    plan.add_argument("--model", required=True, help="a book_lib.transformer preset, e.g. llama3-70b")
+    plan.add_argument("--model", required=True, help=MODEL_HELP)
     plan.add_argument("--chip", required=True, help="a book_lib.hardware chip, e.g. tpu-v5p")
     plan.add_argument("--chips", required=True, type=_count("--chips"), help="number of chips: a slice, or whole pods")
     plan.add_argument(
@@ -242,7 +246,7 @@ def _add_serve(commands: Any) -> None:
         help="decode latency and throughput against batch size",
         description="Decode step time, throughput and cost per batch size (book_lib.inference.decode_step_time).",
     )
-    serve.add_argument("--model", required=True, help="a book_lib.transformer preset, e.g. llama3-70b")
+    serve.add_argument("--model", required=True, help=MODEL_HELP)
     serve.add_argument("--chip", required=True, help="a book_lib.hardware chip, e.g. tpu-v5e")
     serve.add_argument("--chips", required=True, type=_count("--chips"), help="chips of one slice, e.g. 8 (a 2x4)")
     serve.add_argument("--context", required=True, type=_count("--context"), help="tokens in each KV cache, e.g. 8192")

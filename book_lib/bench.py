@@ -1,4 +1,12 @@
-"""One timing helper for jitted code: compile ahead of time, warm up, block, take the median.
+"""Timing on the device at hand: `time_jitted` (compile ahead of time, warm up, block, take the median)
+and what `make bench` and the chapters measure with it.
+
+    time_jitted                    one jitted function, median of runs
+    measure_peaks                  the device's matmul FLOP/s and copy bytes/s
+    time_matmul, time_add          a matmul, an elementwise add, over sizes
+    time_collectives               the four collectives on a mesh axis
+    compare_kernels                Pallas matmul against jnp.dot
+    compare_collective_matmuls     ring matmuls against their blocking forms
 
 Book: Part 9 (Profiling) for why a first call (compilation) and a steady-state call differ.
 """

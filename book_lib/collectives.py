@@ -19,31 +19,31 @@ pass `topology.ring_flags` of the whole mesh for it.
 
 Bandwidth a device can use (B, bytes/s), by `link`:
 
-* `"ici"` on a TPU: per mesh axis of size > 1, 2 W on an axis with a wraparound (both ring
-  directions carry data) and W without (the end chips of a line have one neighbour); axes add
-  (`topology.axis_bytes_per_s`).
-* `"ici"` on an NVSwitch GPU: ici_links * W, every NVLink into the switch; wraparound is ignored.
-* `"dcn"`: `Chip.dcn_bytes_per_s_per_chip`. Each of the N devices sits on a different host (or
-  slice), and every chip of a host runs its own copy of the collective at the same time (the
-  multi-slice data-parallel pattern), so the host's egress is shared by its chips.
-* `"pcie"`: pcie_bytes_per_s; the N chips of one host exchange through host memory.
+    link               B
+    "ici" on a TPU     per axis of size > 1: 2 W on a ring (both directions
+                       carry data), W on a line; axes add
+                       (`topology.axis_bytes_per_s`)
+    "ici" on NVSwitch  ici_links * W, every NVLink into the switch
+    "dcn"              `Chip.dcn_bytes_per_s_per_chip`: each device on
+                       another host, where every chip runs its own copy
+    "pcie"             pcie_bytes_per_s, through host memory
 
 Bandwidth time, exact for the ring/line model (the book's rule of thumb, "V / bidirectional
 bandwidth", drops the (N - 1) / N factor, which only matters for small N):
 
-* AllGather, ReduceScatter: (N - 1) / N * V / B. Each device must receive the N - 1 shards it
-  lacks, V / N bytes each, and can take them in no faster than B.
-* AllReduce: 2 x the above (a ReduceScatter followed by an AllGather).
-* AllToAll on a TPU ring (wraparound): (N^2 - N mod 2) / (8 N^2) * V / W. Every device sends a
-  V / N^2 piece to each other device over the shorter way round; the busiest link carries
-  N^2 / 8 pieces (even N, the opposite piece split both ways), so for large N this is a quarter
-  of the AllGather time.
-* AllToAll on a TPU line (no wraparound): floor(N^2 / 4) / N^2 * V / W, the pieces that must cross
-  the middle link. Again about a quarter of the (line) AllGather. The book's factor 1/2 for
-  "no wraparound" is the figure for a ring whose links carry one direction only (Worked problem
-  3.10); a line whose links carry both directions does better.
-* AllToAll through a switch (NVSwitch, DCN, PCIe): (N - 1) / N^2 * V / B, the pieces one device
-  must send, since the switch gives full bisection bandwidth.
+    op                        bandwidth time
+    AllGather, ReduceScatter  (N - 1) / N * V / B
+    AllReduce                 2 (N - 1) / N * V / B  (ReduceScatter + AllGather)
+    AllToAll, TPU ring        (N^2 - N mod 2) / (8 N^2) * V / W
+    AllToAll, TPU line        floor(N^2 / 4) / N^2 * V / W
+    AllToAll, switched        (N - 1) / N^2 * V / B  (NVSwitch, DCN, PCIe)
+
+An AllGather's device must receive the N - 1 shards it lacks, V / N bytes each, no faster than B.
+An AllToAll sends a V / N^2 piece from every device to every other: on a ring each goes the shorter
+way and the busiest link carries N^2 / 8 pieces (a quarter of the AllGather time for large N); on a
+line the pieces that cross the middle link; through a switch, the pieces one device sends. The
+book's factor 1/2 for "no wraparound" is a ring whose links carry one direction only (Worked
+problem 3.10); a line whose links carry both directions does better.
 
 Hops (latency time = hops * hop_latency_s; doubled for an AllReduce):
 
@@ -433,15 +433,8 @@ def all_gather_time(
     array_bytes: float, axis_size: int, chip: Chip | str, *,
     wraparound: bool | None = None, link: str = "ici", hop_latency_s: float = HOP_LATENCY_S,
 ) -> float:  # fmt: skip
-    """Seconds to AllGather over one mesh axis of `axis_size` devices; V = `array_bytes` gathered.
-
-    t = max((N - 1) / N * V / B, hops * hop_latency_s), B = 2 W on a ring axis and W on a line
-    (ICI on a TPU; see the module docstring for GPUs, DCN and PCIe); `collective_time` has the parts.
-    Book: Part 3 (Sharded Matrices and How to Multiply Them), "Case 2".
-
-    Raises:
-        ValueError: see `collective_time`; `axis_size` not an int >= 1.
-    """
+    """AllGather of V = `array_bytes` over one axis of N = `axis_size` devices (s): `collective_time`'s total_s,
+    max((N - 1) / N * V / B, hops * hop_latency_s). Book: Part 3, "Case 2"."""
     return _total_s("all_gather", array_bytes, axis_size, chip, wraparound, link, hop_latency_s, several=False)
 
 
@@ -449,15 +442,8 @@ def reduce_scatter_time(
     array_bytes: float, axis_size: int, chip: Chip | str, *,
     wraparound: bool | None = None, link: str = "ici", hop_latency_s: float = HOP_LATENCY_S,
 ) -> float:  # fmt: skip
-    """Seconds to ReduceScatter over one mesh axis of `axis_size` devices; V = `array_bytes` unreduced per device.
-
-    Same time as an AllGather of V: t = max((N - 1) / N * V / B, hops * hop_latency_s); the
-    additions are not counted.
-    Book: Part 3 (Sharded Matrices and How to Multiply Them), "Case 3".
-
-    Raises:
-        ValueError: see `collective_time`; `axis_size` not an int >= 1.
-    """
+    """ReduceScatter of V = `array_bytes` (unreduced, per device) over one axis of N = `axis_size` devices (s),
+    as long as the AllGather of V (additions not counted). Book: Part 3, "Case 3"."""
     return _total_s("reduce_scatter", array_bytes, axis_size, chip, wraparound, link, hop_latency_s, several=False)
 
 
@@ -465,14 +451,8 @@ def all_reduce_time(
     array_bytes: float, axis_size: int, chip: Chip | str, *,
     wraparound: bool | None = None, link: str = "ici", hop_latency_s: float = HOP_LATENCY_S,
 ) -> float:  # fmt: skip
-    """Seconds to AllReduce over one mesh axis of `axis_size` devices; V = `array_bytes` unreduced per device.
-
-    A ReduceScatter then an AllGather: t = max(2 (N - 1) / N * V / B, 2 hops * hop_latency_s).
-    Book: Part 3 (Sharded Matrices and How to Multiply Them), "Case 3".
-
-    Raises:
-        ValueError: see `collective_time`; `axis_size` not an int >= 1.
-    """
+    """AllReduce of V = `array_bytes` (per device) over one axis of N = `axis_size` devices (s): a ReduceScatter
+    then an AllGather, max(2 (N - 1) / N * V / B, 2 hops * hop_latency_s). Book: Part 3, "Case 3"."""
     return _total_s("all_reduce", array_bytes, axis_size, chip, wraparound, link, hop_latency_s, several=False)
 
 
@@ -480,17 +460,8 @@ def all_to_all_time(
     array_bytes: float, axis_size: int, chip: Chip | str, *,
     wraparound: bool | None = None, link: str = "ici", hop_latency_s: float = HOP_LATENCY_S,
 ) -> float:  # fmt: skip
-    """Seconds to AllToAll over one mesh axis of `axis_size` devices; V = `array_bytes` of the whole array.
-
-    Each device holds V / N before and after. TPU ring: (N^2 - N mod 2) / (8 N^2) * V / W; TPU line:
-    floor(N^2 / 4) / N^2 * V / W; switched links: (N - 1) / N^2 * V / B; then the max with
-    hops * hop_latency_s.
-    Book: Part 3 (Sharded Matrices and How to Multiply Them), "Our final communication
-    primitive: the AllToAll"; Worked problem 3.10.
-
-    Raises:
-        ValueError: see `collective_time`; `axis_size` not an int >= 1.
-    """
+    """AllToAll of V = `array_bytes` (the whole array) over one axis of N = `axis_size` devices (s); the module
+    docstring's table gives the ring, line and switched forms. Book: Part 3, "the AllToAll"; Worked problem 3.10."""
     return _total_s("all_to_all", array_bytes, axis_size, chip, wraparound, link, hop_latency_s, several=False)
 
 
@@ -498,16 +469,8 @@ def all_gather_time_multi(
     array_bytes: float, axis_sizes: tuple[int, ...], chip: Chip | str, *,
     wraparound: bool | tuple[bool, ...] | None = None, link: str = "ici", hop_latency_s: float = HOP_LATENCY_S,
 ) -> float:  # fmt: skip
-    """Seconds to AllGather over several mesh axes at once, of `axis_sizes` devices; V = `array_bytes` gathered.
-
-    t = max((N - 1) / N * V / B, hops * hop_latency_s) with N = prod(axis_sizes): the axes add
-    their bandwidths B (2 W a ring, W a line) and their hops.
-    Book: Part 3 (Sharded Matrices and How to Multiply Them), "What happens when we AllGather
-    over multiple axes?"
-
-    Raises:
-        ValueError: see `collective_time`; `axis_sizes` not a tuple.
-    """
+    """AllGather of V = `array_bytes` over several axes at once, N = prod(`axis_sizes`) devices (s): the axes
+    add their bandwidths and hops. Book: Part 3, "What happens when we AllGather over multiple axes?"."""
     return _total_s("all_gather", array_bytes, axis_sizes, chip, wraparound, link, hop_latency_s, several=True)
 
 
@@ -515,15 +478,8 @@ def reduce_scatter_time_multi(
     array_bytes: float, axis_sizes: tuple[int, ...], chip: Chip | str, *,
     wraparound: bool | tuple[bool, ...] | None = None, link: str = "ici", hop_latency_s: float = HOP_LATENCY_S,
 ) -> float:  # fmt: skip
-    """Seconds to ReduceScatter over several mesh axes at once, of `axis_sizes` devices (V unreduced per device).
-
-    As `all_gather_time_multi`: t = max((N - 1) / N * V / B, hops * hop_latency_s), the axes adding
-    their bandwidths and hops; the additions are not counted.
-    Book: Part 3 (Sharded Matrices and How to Multiply Them), "Case 3".
-
-    Raises:
-        ValueError: see `collective_time`; `axis_sizes` not a tuple.
-    """
+    """ReduceScatter of V = `array_bytes` over several axes at once (s), as long as `all_gather_time_multi`.
+    Book: Part 3, "Case 3"."""
     return _total_s("reduce_scatter", array_bytes, axis_sizes, chip, wraparound, link, hop_latency_s, several=True)
 
 
@@ -531,15 +487,8 @@ def all_reduce_time_multi(
     array_bytes: float, axis_sizes: tuple[int, ...], chip: Chip | str, *,
     wraparound: bool | tuple[bool, ...] | None = None, link: str = "ici", hop_latency_s: float = HOP_LATENCY_S,
 ) -> float:  # fmt: skip
-    """Seconds to AllReduce over several mesh axes at once, of `axis_sizes` devices (V unreduced per device).
-
-    A ReduceScatter then an AllGather: t = max(2 (N - 1) / N * V / B, 2 hops * hop_latency_s), the
-    axes adding their bandwidths and hops.
-    Book: Part 3 (Sharded Matrices and How to Multiply Them), "Case 3".
-
-    Raises:
-        ValueError: see `collective_time`; `axis_sizes` not a tuple.
-    """
+    """AllReduce of V = `array_bytes` over several axes at once (s): twice `all_gather_time_multi`'s bandwidth
+    time and hops. Book: Part 3, "Case 3"."""
     return _total_s("all_reduce", array_bytes, axis_sizes, chip, wraparound, link, hop_latency_s, several=True)
 
 
