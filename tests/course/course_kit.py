@@ -105,7 +105,8 @@ class Course:
         return target
 
     def autograde(self, assignment: str, *students: str, path: str | None = None) -> subprocess.CompletedProcess:
-        """`nbgrader autograde ASSIGNMENT` from the course folder (all students, or those named; `path`: its PATH)."""
+        """`nbgrader autograde ASSIGNMENT` from the course folder (`"*"`: every assignment; all students, or
+        those named; `path`: its PATH)."""
         nbgrader = Path(sys.executable).parent / "nbgrader"
         args = [str(nbgrader), "autograde", assignment, "--force"]
         for student in students:
