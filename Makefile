@@ -31,7 +31,7 @@ help:
 	@echo "make grade DIR=path ASSIGNMENT=name [JOBS=n]  autograde every submission, n at a time"
 	@echo "make chapters   re-execute the chapter notebooks in place (commit them with their outputs)"
 	@echo "make sync       rewrite every setup cell and Colab link, and the module map's pages and tables"
-	@echo "make bench      time each notebook and the test suite"
+	@echo "make bench      time each notebook, each test tier and the whole suite"
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

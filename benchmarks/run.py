@@ -1,7 +1,10 @@
-"""`make bench`: time the execution of every notebook and of the test suite, then print a table.
+"""`make bench`: time the execution of every notebook, each tier of the tests and the whole suite.
 
-Each notebook runs in a fresh kernel (as nbval and the book build run it); the suite is timed as
-`make test` runs it. Budgets (2 cores): a chapter under 60 s; the suite under 10 minutes.
+Each notebook runs in a fresh kernel (as nbval and the book build run it). Each tier of `make test`
+runs on its own as `make test` runs it (`TIERS`: lint, tests/pure, tests/jax, `make unit`,
+tests/course, tests/site, the notebooks under nbval, `make floor`), then the suite as a whole.
+Budgets (2 cores): a chapter under 60 s, `make unit` under 60 s, `make test` under 9 minutes;
+`python benchmarks/run.py --tiers-only` prints only the tiers and the suite.
 First it times the Pallas matmul against `jnp.dot` and the collective matmuls against the blocking
 ones, as ratios from the same run; `python benchmarks/run.py --kernels-only` prints only that part.
 Then it grades a class of 24 chapter 1 submissions with `make grade` on 1 and on 2 workers and
@@ -24,6 +27,20 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET_S = {"chapters": 60.0, "solutions": 60.0}
+PYTEST = [str(ROOT / ".venv" / "bin" / "pytest"), "-q", "-n", "2", "--dist", "loadscope"]
+NBVAL = ["--nbval", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg", "--nbval-cell-timeout=300"]
+# Each part of `make test` as it runs there: (what, command, budget in s or None).
+TIERS = (
+    ("make lint", ["make", "-s", "lint"], None),
+    ("tests/pure", [*PYTEST, "tests/pure"], None),
+    ("tests/jax", [*PYTEST, "tests/jax"], None),
+    ("make unit (tests/pure and tests/jax)", ["make", "-s", "unit"], 60.0),
+    ("tests/course", [*PYTEST, "tests/course"], None),
+    ("tests/site", [*PYTEST, "tests/site"], None),
+    ("notebooks (chapters, solutions; nbval)", [*PYTEST, "chapters", "solutions", *NBVAL], None),
+    ("make floor (chapters at the jax floor)", ["make", "-s", "floor"], None),
+)
+SUITE_BUDGET_S = 540.0
 
 
 def time_notebook(path: Path) -> float:
@@ -33,10 +50,21 @@ def time_notebook(path: Path) -> float:
     return time.perf_counter() - start
 
 
-def time_suite() -> tuple[float, int]:
+def time_command(command: list[str]) -> tuple[float, int]:
+    """Wall time of one command run from the repository root (s), and its exit status."""
     start = time.perf_counter()
-    done = subprocess.run(["make", "-s", "test"], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     return time.perf_counter() - start, done.returncode
+
+
+def time_tiers() -> list[tuple[str, float, float | None]]:
+    """Each tier of `make test` on its own, then the whole suite: (what, seconds, budget) rows."""
+    rows = []
+    for name, command, budget in (*TIERS, ("make test", ["make", "-s", "test"], SUITE_BUDGET_S)):
+        seconds, code = time_command(command)
+        rows.append((f"{name}{'' if code == 0 else f' (exit {code})'}", seconds, budget))
+        print(f"{rows[-1][0]:<45} {seconds:7.1f} s", flush=True)
+    return rows
 
 
 def report_kernels() -> None:
@@ -100,24 +128,25 @@ def main(argv: list[str]) -> int:
     if "--grading-only" in argv:
         report_grading()
         return 0
-    report_kernels()
-    if "--kernels-only" in argv:
-        return 0
-    report_grading()
-    rows = []
-    for folder in ("chapters", "solutions"):
-        for path in sorted((ROOT / folder).glob("*.ipynb")):
-            seconds = time_notebook(path)
-            rows.append((str(path.relative_to(ROOT)), seconds, BUDGET_S[folder]))
-            print(f"{rows[-1][0]:<45} {seconds:7.1f} s", flush=True)
+    rows: list[tuple[str, float, float | None]] = []
+    if "--tiers-only" not in argv:
+        report_kernels()
+        if "--kernels-only" in argv:
+            return 0
+        report_grading()
+        for folder in ("chapters", "solutions"):
+            for path in sorted((ROOT / folder).glob("*.ipynb")):
+                seconds = time_notebook(path)
+                rows.append((str(path.relative_to(ROOT)), seconds, BUDGET_S[folder]))
+                print(f"{rows[-1][0]:<45} {seconds:7.1f} s", flush=True)
     if "--no-suite" not in argv:
-        seconds, code = time_suite()
-        rows.append((f"make test (exit {code})", seconds, 600.0))
+        rows += time_tiers()
     print(f"\n{'what':<45} {'time (s)':>9} {'budget (s)':>11}  ok")
     for name, seconds, budget in rows:
-        print(f"{name:<45} {seconds:9.1f} {budget:11.0f}  {'yes' if seconds <= budget else 'NO'}")
+        ok = "" if budget is None else ("yes" if seconds <= budget else "NO")
+        print(f"{name:<45} {seconds:9.1f} {'' if budget is None else f'{budget:.0f}':>11}  {ok}")
     report_calculators()
-    return 0 if all(s <= b for _, s, b in rows) else 1
+    return 0 if all(budget is None or s <= budget for _, s, budget in rows) else 1
 
 
 def report_calculators() -> None:
