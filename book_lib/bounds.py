@@ -14,7 +14,9 @@ W_out[F, D] and asks when communication hides under the matmuls:
 
 C is the chip's bf16 peak, W the ICI bandwidth of one ring axis in both directions (`topology`),
 M_X and M_Y the physical axes given to FSDP and to tensor parallelism. `training.step_time` goes
-further, on a real `parallelism.Layout`.
+further, on a real `parallelism.Layout`. A pipeline's bubble is (stages - 1) / microbatches
+(`pipeline_bubble_fraction`); `pipeline_schedule` lays its timeline out op by op, to show the
+schedules that shrink it.
 
 Book: Part 5 (How to Parallelize a Transformer for Training); Part 6 (Training LLaMA 3 on TPUs).
 """
@@ -37,6 +39,10 @@ __all__ = [
     "fsdp_degree_range",
     "fsdp_tp_comms_ratio",
     "pipeline_bubble_fraction",
+    "PIPELINE_OPS",
+    "PipelineOp",
+    "PipelineSchedule",
+    "pipeline_schedule",
     "LAYER_COST_FORMULAS",
     "LayerCost",
     "layer_costs",
@@ -209,6 +215,121 @@ def pipeline_bubble_fraction(*, stages: int, microbatches: int, virtual_stages: 
     """
     v = checks.count("virtual_stages", virtual_stages)
     return (checks.count("stages", stages) - 1) / (v * checks.count("microbatches", microbatches))
+
+
+# ----- a pipeline's timeline, op by op ---------------------------------------------------------------
+
+PIPELINE_OPS = ("F", "B", "W")  # forward; input gradient (B); weight gradient (W)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipelineOp:
+    """One op of a pipeline schedule, on one device, in time units of one stage's forward pass.
+
+    Attributes:
+        kind: "F" (forward), "B" (input gradient; W's work too when the backward is not split) or "W".
+        microbatch: which microbatch (count from 0).
+        stage: which stage of the model (count from 0).
+        start: the time unit it starts in.
+        units: how many time units it takes (2 for an unsplit B, else 1).
+    """
+
+    kind: str
+    microbatch: int
+    stage: int
+    start: int
+    units: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipelineSchedule:
+    """One training step's pipeline timeline, from `pipeline_schedule`.
+
+    Attributes:
+        stages, microbatches, split_backward, both_ways: as `pipeline_schedule` was called.
+        timeline: per device, its ops in the order they start.
+        span_units: time units from the first op's start to the last op's end.
+    """
+
+    stages: int
+    microbatches: int
+    split_backward: bool
+    both_ways: bool
+    timeline: tuple[tuple[PipelineOp, ...], ...]
+    span_units: int
+
+    @property
+    def busy_units(self) -> int:
+        """Time units a device works: F, B and W of every microbatch, 3 M (all devices alike)."""
+        return max(sum(op.units for op in ops) for ops in self.timeline)
+
+    @property
+    def bubble_fraction(self) -> float:
+        """Idle time over useful time (ratio): span_units / busy_units - 1."""
+        return self.span_units / self.busy_units - 1
+
+
+def _input_of(kind: str, m: int, p: int, stages: int) -> tuple[str, int, int] | None:
+    """The op whose output op (kind, microbatch m, stage p) reads, or None for the first forward."""
+    if kind == "F":
+        return ("F", m, p - 1) if p else None
+    if kind == "B":
+        return ("B", m, p + 1) if p + 1 < stages else ("F", m, p)
+    return ("B", m, p)
+
+
+def pipeline_schedule(
+    *, stages: int, microbatches: int, split_backward: bool = True, both_ways: bool = False
+) -> PipelineSchedule:
+    """A training step's pipeline timeline by a greedy rule, one device per stage (time units).
+
+    F, B and W of one stage take one unit each; with split_backward=False, B does W's work too,
+    in two. At each unit a free device starts the first op it can, in the order B, F, W, lowest
+    microbatch first, and keeps at most stages - p microbatches of stage p forwarded but not yet
+    back (one-forward-one-backward's memory). With both_ways, the second half of the microbatches
+    enters at the last device and meets the stages in reverse (DeepSeek-V3's DualPipe), so every
+    device holds two stages. Unsplit, the bubble is (stages - 1) / microbatches, as
+    `pipeline_bubble_fraction`; splitting lets W fill the drain; both ways fills the warm-up too.
+    Book: Part 5, "Pipelining" (the bubble, and DeepSeek's schedule that fills it).
+
+    Raises:
+        ValueError: stages or microbatches not a count, or a flag that is not a bool.
+    """
+    s, n_micro = checks.count("stages", stages), checks.count("microbatches", microbatches)
+    for arg, flag in (("split_backward", split_backward), ("both_ways", both_ways)):
+        if not isinstance(flag, bool):
+            raise ValueError(f"{arg}={flag!r}: not a bool; allowed: True or False")
+    units = {"F": 1, "B": 1 if split_backward else 2, "W": 1}
+    half = n_micro // 2 if both_ways else n_micro  # microbatches that enter at device 0
+    kinds = PIPELINE_OPS if split_backward else PIPELINE_OPS[:2]
+    todo = sorted(("BFW".index(k), m, k, p) for k in kinds for m in range(n_micro) for p in range(s))  # B, F, W
+    end: dict[tuple[str, int, int] | None, int] = {None: 0}
+    free, in_flight = [0] * s, dict.fromkeys(((d, first) for d in range(s) for first in (True, False)), 0)
+    timeline: list[list[PipelineOp]] = [[] for _ in range(s)]
+    t = 0
+    while todo:
+        for d in range(s):
+            for op in todo if free[d] <= t else []:
+                _, m, k, p = op
+                first = m < half
+                if (p if first else s - 1 - p) != d or end.get(_input_of(k, m, p, s), t + 1) > t:
+                    continue
+                if k == "F" and in_flight[d, first] >= s - p:
+                    continue
+                in_flight[d, first] += {"F": 1, "B": -1, "W": 0}[k]
+                end[k, m, p] = free[d] = t + units[k]
+                timeline[d].append(PipelineOp(kind=k, microbatch=m, stage=p, start=t, units=units[k]))
+                todo.remove(op)
+                break
+        t += 1
+    return PipelineSchedule(
+        stages=s,
+        microbatches=n_micro,
+        split_backward=split_backward,
+        both_ways=both_ways,
+        timeline=tuple(tuple(ops) for ops in timeline),
+        span_units=max(free),
+    )
 
 
 # ----- the text's per-layer table --------------------------------------------------------------------

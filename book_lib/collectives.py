@@ -83,6 +83,7 @@ __all__ = [
     "all_reduce_time_multi",
     "permute_steps",
     "ring_chunks",
+    "all_gather_blocks",
     "link_load_fraction",
     "NCCL_BASE_LATENCY_S",
     "NCCL_STEP_LATENCY_S",
@@ -363,6 +364,37 @@ def ring_chunks(n_devices: int) -> tuple[tuple[int, ...], ...]:
     """
     n = checks.count("n_devices", n_devices)
     return tuple(tuple((d + s) % n for d in range(n)) for s in range(n))
+
+
+def all_gather_blocks(n_devices: int, *, bidirectional: bool = False) -> tuple[tuple[tuple[int, ...], ...], ...]:
+    """Which blocks each device holds after each step of `ring.all_gather`: blocks[s][d], sorted.
+
+    A block is numbered by the device it starts on. Device d starts with block d; at step s it
+    receives from its left-hand neighbour the block that started on device d - s (mod n) and, with
+    `bidirectional`, from its right-hand neighbour the one from d + s. One way round takes
+    permute_steps("all_gather", n) = n - 1 steps; both ways round floor(n / 2) blocks come from the
+    left and the rest from the right, ceil((n - 1) / 2) steps in all (the same n - 1 sends).
+    blocks[0] is the start; in blocks[-1] every device holds every block.
+    Book: Part 3, "Case 2" (how an AllGather is performed).
+
+    Raises:
+        ValueError: a device count below 1, or `bidirectional` not a bool.
+    """
+    n = checks.count("n_devices", n_devices)
+    if not isinstance(bidirectional, bool):
+        raise ValueError(f"bidirectional={bidirectional!r}: not a bool; allowed: True or False")
+    from_left = n // 2 if bidirectional else n - 1
+    from_right = n - 1 - from_left
+    held = [{d} for d in range(n)]
+    blocks: list[tuple[tuple[int, ...], ...]] = [tuple((d,) for d in range(n))]
+    for s in range(1, max(from_left, from_right) + 1):
+        for d in range(n):
+            if s <= from_left:  # the block that started s devices back
+                held[d].add((d - s) % n)
+            if s <= from_right:  # and, both ways round, the one s devices ahead
+                held[d].add((d + s) % n)
+        blocks.append(tuple(tuple(sorted(h)) for h in held))
+    return tuple(blocks)
 
 
 def link_load_fraction(op: str, n_devices: int, *, bidirectional: bool = False) -> float:

@@ -1,17 +1,19 @@
 """Diagrams: what a chip is made of, what a Transformer layer computes, how a program moves data.
 
 Every picture of the book that is a drawing rather than a plot of numbers: a TPU chip's block
-diagram (Part 2), a systolic array's wave of work (Part 2), one decoder layer's operations
-(Part 4) and the collective matmul's ring (Part 10). Each function reads its figures from the pure
-layer (`hardware`, `transformer.op_rows`, `collectives.ring_chunks`) and returns `(fig, ax)`, drawn
-under `plots.STYLE` (importing this module changes no matplotlib setting). Every patch carries a
-`gid` that names what it stands for, so a test can count them; captions live in the notebook.
+diagram (Part 2), a systolic array's wave of work (Part 2), a sharded array's blocks on a mesh and a
+ring AllGather step by step (Part 3), one decoder layer's operations (Part 4), pipeline schedules
+and their bubbles (Part 5) and the collective matmul's ring (Part 10). Each function reads its
+figures from the pure layer (`hardware`, `notation`, `collectives`, `bounds`,
+`transformer.op_rows`) and returns `(fig, ax)`, or `(fig, axes)` for several panels, drawn under
+`plots.STYLE` (importing this module changes no matplotlib setting). Every patch carries a `gid`
+that names what it stands for, so a test can count them; captions live in the notebook.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import matplotlib as mpl
@@ -19,7 +21,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from book_lib import checks, collectives
+from book_lib.bounds import PipelineSchedule
 from book_lib.hardware import VMEM_OVER_HBM_BANDWIDTH_RATIO, Chip, get_chip
+from book_lib.notation import ShardedArray, parse, subscript
 from book_lib.numfmt import fmt
 from book_lib.plots import PALETTE, styled
 
@@ -29,7 +33,18 @@ if TYPE_CHECKING:
 
     from book_lib.transformer import TransformerConfig
 
-__all__ = ["MAX_RING", "tpu_chip", "systolic_snapshots", "transformer_layer", "collective_matmul_ring"]
+__all__ = [
+    "MAX_RING",
+    "MAX_GATHER_RING",
+    "MAX_PANELS",
+    "tpu_chip",
+    "systolic_snapshots",
+    "sharded_blocks",
+    "ring_all_gather",
+    "transformer_layer",
+    "pipeline_schedules",
+    "collective_matmul_ring",
+]
 
 MAX_RING = 8  # the most devices a ring diagram draws legibly on the page's width
 _BOX_W, _BOX_H, _GAP = 0.62, 0.62, 0.38  # a step's column and the gap its arrows cross (data units)
@@ -285,3 +300,172 @@ def transformer_layer(config: TransformerConfig) -> tuple[Figure, Axes]:
         fontsize=7,
     )
     return fig, ax
+
+
+MAX_PANELS = 4  # the most panels one of the figures below stacks legibly in the column
+
+
+def _math_name(array: ShardedArray) -> str:
+    """`array` in TeX, for a label: A[I_XY, J] -> $A[I_{XY}, J]$."""
+    dims = [d + (f"_{{{subscript(a).strip('{}')}}}" if a else "") for d, a in zip(array.dims, array.axes, strict=True)]
+    tail = rf"\{{U_{{{subscript(array.unreduced).strip('{}')}}}\}}" if array.unreduced else ""
+    return f"${array.name}[{', '.join(dims)}]{tail}$"
+
+
+def _holders(coords: Sequence[tuple[int, ...]]) -> str:
+    """Mesh coordinates as a label, two to a line: "(0, 0)  (0, 1)"."""
+    names = ["(" + ", ".join(map(str, c)) + ")" for c in coords]
+    return "\n".join("  ".join(names[i : i + 2]) for i in range(0, len(names), 2))
+
+
+@styled
+def sharded_blocks(arrays: Sequence[ShardedArray | str], mesh: Mapping[str, int]) -> tuple[Figure, list[Axes]]:
+    """One panel per 2-D array: its blocks on `mesh`, each labelled with the devices that hold it.
+
+    Rows (the first dimension) run top to bottom, columns (the second) left to right. Each block of
+    `ShardedArray.owners(mesh)` is a box in a colour of its own, labelled with the mesh coordinates
+    (one entry per axis of `mesh`, in its order) of every device that holds it: a replicated block
+    names several. Patches: gid "block-a-i-j" for block (i, j) of the a-th array, its label
+    "block-a-i-j-label". Book: Part 3 (Sharded Matrices), "A unified notation for sharding".
+
+    Args:
+        arrays: arrays in the book's notation ("A[I_X, J_Y]") or `ShardedArray`s, 2-D each.
+        mesh: axis name -> device count, {"X": 2, "Y": 2}.
+
+    Raises:
+        ValueError: no array or more than `MAX_PANELS`, one that is not 2-D, or a mesh that lacks an
+            axis one of them uses.
+    """
+    specs = [parse(a) if isinstance(a, str) else a for a in arrays]
+    if not 1 <= len(specs) <= MAX_PANELS:
+        raise ValueError(f"arrays={arrays!r}: {len(specs)} arrays; allowed: 1 to {MAX_PANELS}")
+    for array in specs:
+        if len(array.dims) != 2:
+            raise ValueError(f"arrays={arrays!r}: {array} has {len(array.dims)} dimensions; allowed: 2 (rows, columns)")
+    fig, axes = plt.subplots(1, len(specs), figsize=(2.5 * len(specs), 2.9), squeeze=False)
+    for a, (ax, array) in enumerate(zip(axes[0], specs, strict=True)):
+        held = array.owners(mesh)
+        rows, cols = (max(block[axis] for block in held) + 1 for axis in (0, 1))
+        for k, ((i, j), coords) in enumerate(held.items()):
+            x0, y0, gid = j / cols, 1 - (i + 1) / rows, f"block-{a}-{i}-{j}"
+            face = (*PALETTE[k % len(PALETTE)], 0.35)
+            ax.add_patch(mpl.patches.Rectangle((x0, y0), 1 / cols, 1 / rows, facecolor=face, edgecolor="0.2", gid=gid))
+            ax.text(x0 + 0.5 / cols, y0 + 0.5 / rows, _holders(coords), ha="center", va="center", fontsize=_FONT,
+                    gid=f"{gid}-label")  # fmt: skip
+        ax.set(xlim=(0, 1), ylim=(0, 1), xticks=[], yticks=[])
+        ax.grid(False)
+        ax.spines[:].set_visible(True)
+        ax.set_xlabel(f"columns ${array.dims[1]}$ of {_math_name(array)}")
+        if a == 0 or array.dims[0] != specs[a - 1].dims[0]:  # the rows' name, where it changes
+            ax.set_ylabel(f"rows ${array.dims[0]}$")
+    fig.tight_layout()
+    return fig, list(axes[0])
+
+
+MAX_GATHER_RING = 4  # the most devices `ring_all_gather` draws legibly: n (n + 1) slots across a panel
+_WAYS = ("one-way", "both-ways")
+
+
+def _gather_panel(ax: Axes, way: str, blocks: tuple[tuple[tuple[int, ...], ...], ...], n: int) -> None:
+    """One panel of `ring_all_gather`: a row per step, a group of n slots per device."""
+    for s, holding in enumerate(blocks):
+        for d, held in enumerate(holding):
+            for b in range(n):
+                x, gid = d * (n + 1) + b, f"{'held' if b in held else 'slot'}-{way}-{s}-{d}-{b}"
+                face = (*PALETTE[b % len(PALETTE)], 0.5) if b in held else "white"
+                ax.add_patch(mpl.patches.Rectangle((x, -s), 0.9, 0.8, facecolor=face, edgecolor="0.6", gid=gid))
+                if b in held:
+                    ax.text(x + 0.45, -s + 0.4, str(b), ha="center", va="center", fontsize=9, gid=f"{gid}-label")
+    ax.set_xlim(-0.3, n * (n + 1) - 0.7)
+    ax.set_ylim(-n + 0.8, 1)
+    ax.set_xticks([d * (n + 1) + n / 2 - 0.05 for d in range(n)], [f"device {d}" for d in range(n)])
+    ax.set_yticks([-s + 0.4 for s in range(n)], ["start"] + [f"after step {s}" for s in range(1, n)])
+    ax.tick_params(length=0)
+    ax.grid(False)
+    ax.set_xlabel(way.replace("-", " ") + " round")
+
+
+@styled
+def ring_all_gather(n_devices: int) -> tuple[Figure, list[Axes]]:
+    """A ring AllGather step by step: one way round (left panel) and both ways round (right).
+
+    A row per step (the start at the top, then after each step), a group of n slots per device: slot
+    b of device d is filled in block b's colour and numbered b once d holds the block that started on
+    device b, as `collectives.all_gather_blocks(n, bidirectional=...)` lists them (the routing of
+    `ring.all_gather`): n - 1 steps one way, ceil((n - 1) / 2) both ways. Patches: gid
+    "held-w-s-d-b" for a filled slot (w "one-way" or "both-ways", after step s), "slot-w-s-d-b" for an
+    empty one; a filled slot's number "held-w-s-d-b-label".
+    Book: Part 3 (Sharded Matrices), "Case 2" (how an AllGather is performed).
+
+    Raises:
+        ValueError: a device count below 1 or above `MAX_GATHER_RING`.
+    """
+    n = checks.count("n_devices", n_devices)
+    if n > MAX_GATHER_RING:
+        raise ValueError(f"n_devices={n_devices!r}: too many slots to read; allowed: 1 to {MAX_GATHER_RING}")
+    fig, axes = plt.subplots(1, 2, figsize=(7.5, 0.8 + 0.6 * n), sharey=True)
+    for ax, way in zip(axes, _WAYS, strict=True):
+        _gather_panel(ax, way, collectives.all_gather_blocks(n, bidirectional=way == "both-ways"), n)
+    fig.tight_layout()
+    return fig, list(axes)
+
+
+_OP_COLORS = {"F": PALETTE[1], "B": PALETTE[2], "W": PALETTE[0]}  # tab10's orange, green and blue
+_OP_NAMES = {"F": "forward (F)", "B": "input gradient (B)", "W": "weight gradient (W)"}
+
+
+def _schedule_panel(ax: Axes, panel: int, name: str, schedule: PipelineSchedule) -> None:
+    """One panel of `pipeline_schedules`: a row per device, a box per op and time unit."""
+    for d, ops in enumerate(schedule.timeline):
+        for op in ops:
+            parts = "BW" if op.kind == "B" and not schedule.split_backward else op.kind  # B and W as one
+            for i, part in enumerate(parts):
+                ax.add_patch(
+                    mpl.patches.Rectangle(
+                        (op.start + i, d - 0.4), 1, 0.8, facecolor=_OP_COLORS[part], edgecolor="white",
+                        lw=0 if len(parts) > 1 else 1, gid=f"{part}-{panel}-{d}-{op.microbatch}",
+                    )
+                )  # fmt: skip
+            ax.text(op.start + len(parts) / 2, d, str(op.microbatch), ha="center", va="center", fontsize=9,
+                    gid=f"{op.kind}-{panel}-{d}-{op.microbatch}-label")  # fmt: skip
+    ax.text(0, -0.75, name, fontsize=_FONT, va="bottom", gid=f"name-{panel}")
+    bubble = f"{fmt(schedule.span_units)} units\nbubble {fmt(100 * schedule.bubble_fraction, '%')}"
+    ax.text(
+        schedule.span_units + 0.5, (schedule.stages - 1) / 2, bubble, va="center", fontsize=9, gid=f"bubble-{panel}"
+    )
+    ax.set(yticks=range(schedule.stages), ylim=(schedule.stages - 0.5, -1.3), ylabel="device")
+    ax.grid(False)
+
+
+@styled
+def pipeline_schedules(schedules: Mapping[str, PipelineSchedule]) -> tuple[Figure, list[Axes]]:
+    """Pipeline timelines of one training step, one panel per schedule, stacked, on one time axis.
+
+    A row per device, a box per op and time unit (one stage's forward pass), coloured forward (F),
+    input gradient (B) or weight gradient (W) and numbered with its microbatch; an unsplit backward
+    is one two-unit box, green then blue. Beside each panel its span and bubble (idle over useful
+    time, `PipelineSchedule.bubble_fraction`). Patches: gid "k-p-d-m" for op kind k ("F", "B", "W")
+    of microbatch m on device d in panel p, so each panel has stages x microbatches of each kind;
+    the number in a box "k-p-d-m-label" (k "B" for an unsplit backward).
+    Book: Part 5 (How to Parallelize a Transformer for Training), "Pipelining".
+
+    Args:
+        schedules: panel name -> `bounds.pipeline_schedule(...)`, top to bottom.
+
+    Raises:
+        ValueError: no schedule or more than `MAX_PANELS`, or a value that is not a `PipelineSchedule`.
+    """
+    if not 1 <= len(schedules) <= MAX_PANELS:
+        raise ValueError(f"schedules={schedules!r}: {len(schedules)} schedules; allowed: 1 to {MAX_PANELS}")
+    for name, schedule in schedules.items():
+        if not isinstance(schedule, PipelineSchedule):
+            raise ValueError(f"schedules[{name!r}]={schedule!r}: allowed: a bounds.PipelineSchedule")
+    fig, axes = plt.subplots(len(schedules), 1, figsize=(7.5, 0.5 + 1.9 * len(schedules)), sharex=True, squeeze=False)
+    for panel, (ax, (name, schedule)) in enumerate(zip(axes[:, 0], schedules.items(), strict=True)):
+        _schedule_panel(ax, panel, name, schedule)
+    longest = max(schedule.span_units for schedule in schedules.values())
+    axes[-1][0].set(xlabel="time (units of one stage's forward pass)", xlim=(0, longest + 6))
+    handles = [mpl.patches.Patch(color=color, label=_OP_NAMES[kind]) for kind, color in _OP_COLORS.items()]
+    fig.legend(handles=handles, loc="upper center", ncol=3, fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.25 / fig.get_figheight()))
+    return fig, list(axes[:, 0])

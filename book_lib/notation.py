@@ -6,15 +6,16 @@ over mesh axis X. Axis names of one letter are written together (`I_XY`); longer
 braces (`I_{data,model}`, `{U_{data}}`). A mesh is a mapping from axis name to size,
 `{"X": 4, "Y": 8}`; sizes map dimension names to lengths.
 
-`parse` reads the notation into a `ShardedArray`, which gives the block one device holds and the
-array after each collective (a change of subscripts, no cost: `collectives` has the times,
-`sharding` the plan of a sharded matmul).
+`parse` reads the notation into a `ShardedArray`, which gives the block one device holds, the
+devices that hold each block (`owners`) and the array after each collective (a change of
+subscripts, no cost: `collectives` has the times, `sharding` the plan of a sharded matmul).
 
 Book: Part 3 (Sharded Matrices and How to Multiply Them), "A unified notation for sharding".
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Mapping
@@ -195,6 +196,32 @@ class ShardedArray:
         Replicated (and unreduced) copies count once per device that holds them.
         """
         return self.local_bytes(sizes, mesh, bytes_per_element) * math.prod(check_mesh(mesh).values())
+
+    def owners(self, mesh: Mapping[str, int]) -> dict[tuple[int, ...], tuple[tuple[int, ...], ...]]:
+        """Which devices hold each block: {block index per dimension: mesh coordinates of its holders}.
+
+        A device's coordinate has one entry per axis of `mesh`, in the mesh's order. Along a dimension
+        split over axes (A1, A2), it holds block c[A1] * |A2| + c[A2]: the first axis is the slower
+        digit, as JAX numbers the blocks. Blocks come in index order, holders in coordinate order; each
+        block has prod(|axis| over the mesh axes that split no dimension) holders, its copies (partial
+        sums over an unreduced axis count as copies of one block).
+        Book: Part 3, "A unified notation for sharding".
+
+        Raises:
+            ValueError: `mesh` is not a mesh, or lacks an axis this array uses.
+        """
+        self._check_on(dict.fromkeys(self.dims, 1), mesh)
+        held: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
+        for coord in itertools.product(*(range(size) for size in mesh.values())):
+            at = dict(zip(mesh, coord, strict=True))
+            block = []
+            for axes in self.axes:
+                index = 0
+                for a in axes:  # the first axis is the slower digit
+                    index = index * mesh[a] + at[a]
+                block.append(index)
+            held.setdefault(tuple(block), []).append(coord)
+        return {block: tuple(held[block]) for block in sorted(held)}
 
     # --- collectives as notation transforms (no cost; see book_lib.collectives) -----------------
 

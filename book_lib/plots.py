@@ -1,4 +1,4 @@
-"""The house style and the figures of chips: rooflines, rates, bandwidths, collective times, traces.
+"""The house style and the figures of chips: rooflines, ridge points, rates, bandwidths, collective times, traces.
 
 Every figure function takes data and returns `(fig, ax)`, drawn under `STYLE`. One colour per chip
 everywhere (`chip_style`): the book's chips each have their own (`CHIP_COLORS`), a board of
@@ -45,6 +45,7 @@ __all__ = [
     "throughput_vs_batch",
     "chip_rates",
     "bandwidth_bars",
+    "ridge_points",
     "save",
     "collective_time_vs_size",
     "op_timeline",
@@ -401,6 +402,41 @@ def bandwidth_bars(chips: Sequence[Chip | str], *, ax: Axes | None = None) -> tu
     ax.set_xlabel("chip")
     ax.grid(axis="x", visible=False)
     ax.legend(fontsize=8, ncol=2, loc="upper left")
+    return fig, ax
+
+
+@styled
+def ridge_points(chips: Sequence[Chip | str], *, dtype: str = "bf16", ax: Axes | None = None) -> tuple[Figure, Axes]:
+    """A bar per chip of its ridge point (FLOPs/byte), labelled with its value, top to bottom as given.
+
+    The ridge point is `roofline.critical_intensity(chip, dtype)`: the chip's peak of `dtype`
+    (FLOPs/s) over its HBM bandwidth (bytes/s), the arithmetic intensity above which a kernel is
+    compute-bound. Bars in each chip's colour (`chip_style`): TPUs plain, GPUs hatched "//", a
+    board outside `CHIPS` (`hardware.VARIANTS`) hatched "..". Patches: gid "ridge-<chip name>";
+    the value beside it, written by `numfmt.fmt`, "ridge-<chip name>-label".
+    Book: Part 1 (Rooflines), "Visualizing rooflines"; Part 11 (Conclusions).
+
+    Raises:
+        ValueError: no chip, an unknown chip, or a dtype a chip has no peak for.
+    """
+    specs, dtype = [get_chip(c, arg="chips") for c in chips], checks.dtype(dtype)
+    if not specs:
+        raise ValueError(f"chips={chips!r}: nothing to draw; allowed: one chip or more")
+    ridges = [_roofline.critical_intensity(chip, dtype) for chip in specs]
+    own = ax is None  # a figure of its own is sized to its bars and laid out tight
+    fig, ax = plt.subplots(figsize=(7.0, 0.9 + 0.34 * len(specs))) if own else new_axes(ax)
+    for row, (chip, ridge) in enumerate(zip(specs, ridges, strict=True)):
+        hatch = (None if chip.is_tpu else "//") if chip.name in CHIPS else ".."
+        ax.barh(row, ridge, color=chip_style(chip)["color"], hatch=hatch, edgecolor="white", gid=f"ridge-{chip.name}")
+        ax.annotate(fmt(ridge), (ridge, row), xytext=(5, 0), textcoords="offset points", va="center", fontsize=10,
+                    gid=f"ridge-{chip.name}-label")  # fmt: skip
+    ax.set_yticks(range(len(specs)), [chip.name for chip in specs], fontsize=10)
+    ax.set_ylim(len(specs) - 0.4, -0.6)
+    ax.set_xlim(0, 1.15 * max(ridges))
+    ax.set_xlabel(f"ridge point: {dtype} FLOPs/s over HBM bytes/s (FLOPs/byte)")
+    ax.grid(axis="y", visible=False)
+    if own:
+        fig.tight_layout()
     return fig, ax
 
 

@@ -87,6 +87,25 @@ def test_pipeline_bubble():
     assert bounds.pipeline_bubble_fraction(stages=4, microbatches=16) == pytest.approx(3 / 16)
 
 
+def test_pipeline_schedules_of_four_stages_and_eight_microbatches():
+    plain = bounds.pipeline_schedule(stages=4, microbatches=8, split_backward=False)
+    split = bounds.pipeline_schedule(stages=4, microbatches=8)
+    both = bounds.pipeline_schedule(stages=4, microbatches=8, both_ways=True)
+    # 24 units of work per device; 1F1B idles (S - 1) (F + B + W) = 9, split only the warm-up's 3
+    assert (plain.span_units, split.span_units, both.span_units) == (33, 27, 25)
+    assert plain.busy_units == split.busy_units == both.busy_units == 3 * 8
+    assert plain.bubble_fraction == pytest.approx(3 / 8) and split.bubble_fraction == pytest.approx(1 / 8)
+    first = plain.timeline[0][:5]
+    assert [(op.kind, op.microbatch, op.start) for op in first] == [("F", 0, 0), ("F", 1, 1), ("F", 2, 2),
+                                                                    ("F", 3, 3), ("B", 0, 10)]  # fmt: skip
+    assert {op.stage for op in both.timeline[0]} == {0, 3}, "both ways round, each device holds two stages"
+    for stages, micro in ((1, 1), (2, 4), (3, 5), (8, 16)):
+        schedule = bounds.pipeline_schedule(stages=stages, microbatches=micro, split_backward=False)
+        expected = bounds.pipeline_bubble_fraction(stages=stages, microbatches=micro)
+        assert schedule.bubble_fraction == pytest.approx(expected), "1F1B's bubble is (S - 1) / M"
+        assert all(len(ops) == 2 * micro for ops in schedule.timeline), "an F and a B per microbatch"
+
+
 def test_fsdp_tp_comms_ratio_crosses_one_at_the_range_and_is_least_at_the_optimum():
     low, high = bounds.fsdp_degree_range("v5p", 8960, batch_tokens=BATCH_4M, d_ff=28_672)
 
@@ -155,6 +174,8 @@ BAD = [
     (lambda: bounds.compute_bound_batch_per_chip("v5p", strategy="fsdp+tp", n_axes=3, d_ff=8), r"^n_axes=3: not used"),
     (lambda: bounds.max_tensor_parallelism("v5p", d_ff=0), r"^d_ff=0: not a count"),
     (lambda: bounds.layer_costs(strategy="tp", batch_tokens=8, d_model=2, d_ff=4, dtype="fp7"), r"^dtype='fp7'"),
+    (lambda: bounds.pipeline_schedule(stages=0, microbatches=8), r"^stages=0: not a count"),
+    (lambda: bounds.pipeline_schedule(stages=4, microbatches=8, both_ways=1), r"^both_ways=1: not a bool; allowed"),
 ]
 
 

@@ -283,3 +283,21 @@ def test_one_table_names_each_collective_in_every_spelling():
     assert set(names) == {*collectives.OPS, "permute"}
     assert names["reduce_scatter"].lax == "psum_scatter" and names["all_reduce"].primitive == "psum"
     assert all(n.stablehlo == "stablehlo." + n.hlo.replace("-", "_") for n in names.values())
+
+
+def test_all_gather_blocks_one_way_and_both_ways_round():
+    one_way = collectives.all_gather_blocks(4)
+    assert one_way[1] == ((0, 3), (0, 1), (1, 2), (2, 3)), "each device gets the block from its left"
+    assert collectives.all_gather_blocks(4, bidirectional=True)[1] == ((0, 1, 3), (0, 1, 2), (1, 2, 3), (0, 2, 3))
+    for n in range(1, 10):
+        for both in (False, True):
+            blocks = collectives.all_gather_blocks(n, bidirectional=both)
+            assert blocks[0] == tuple((d,) for d in range(n)) and blocks[-1] == (tuple(range(n)),) * n
+            steps = -(-(n - 1) // 2) if both else collectives.permute_steps("all_gather", n)
+            assert len(blocks) - 1 == steps, (n, both)
+            gained = [len(h) - len(g) for s in range(steps) for g, h in zip(blocks[s], blocks[s + 1], strict=True)]
+            assert set(gained) <= ({1, 2} if both else {1}), "a step brings one block from each sending neighbour"
+    with pytest.raises(ValueError, match=r"^n_devices=0: not a count"):
+        collectives.all_gather_blocks(0)
+    with pytest.raises(ValueError, match=r"^bidirectional='yes': not a bool; allowed: True or False"):
+        collectives.all_gather_blocks(4, bidirectional="yes")

@@ -200,6 +200,7 @@ def test_the_plots_drawn_below_are_every_figure_that_takes_a_chip():
         "roofline_two_bandwidths",
         "chip_rates",
         "bandwidth_bars",
+        "ridge_points",
         "tpu_chip",
     }
 
@@ -212,6 +213,7 @@ def test_every_plot_of_a_chip_draws_it(chip):
         plots.roofline_two_bandwidths(chip, bandwidths, points=(("x", 100.0),)),
         plots.chip_rates([chip]),
         plots.bandwidth_bars([chip]),
+        plots.ridge_points([chip]),
     ]
     if hardware.get_chip(chip).is_tpu:
         figures.append(diagrams.tpu_chip(chip))
@@ -227,3 +229,6 @@ def test_the_chip_figures_draw_every_chip_at_once():
         fig, ax = draw(EVERY_CHIP)
         assert len(ax.get_legend().get_texts()) >= (len(EVERY_CHIP) if draw is not plots.bandwidth_bars else 4)
         plt.close(fig)
+    fig, ax = plots.ridge_points(EVERY_CHIP)
+    assert [p.get_gid() for p in ax.patches] == [f"ridge-{hardware.get_chip(c).name}" for c in EVERY_CHIP]
+    plt.close(fig)

@@ -51,6 +51,23 @@ def test_notation_transforms():
     assert str(parse("A[I_X, J]").all_to_all("X", "J")) == "A[I, J_X]"
 
 
+def test_owners_of_each_block_on_a_mesh():
+    mesh = {"X": 2, "Y": 2}
+    assert parse("A[I_X, J]").owners(mesh) == {(0, 0): ((0, 0), (0, 1)), (1, 0): ((1, 0), (1, 1))}
+    assert parse("A[I_X, J_Y]").owners(mesh) == {(i, j): ((i, j),) for i in (0, 1) for j in (0, 1)}
+    # a dimension cut by two axes numbers its blocks with the first as the slower digit, as JAX does
+    assert parse("A[I_XY, J]").owners(mesh) == {(2 * x + y, 0): ((x, y),) for x in (0, 1) for y in (0, 1)}
+    assert parse("A[I_YX, J]").owners(mesh)[(1, 0)] == ((1, 0),)
+    assert parse("A[I, J]").owners({"X": 2}) == {(0, 0): ((0,), (1,))}
+    sizes, mesh_3 = {"I": 8, "J": 8}, {"X": 2, "Y": 4, "Z": 2}
+    for text in ("A[I_XY, J_Z]", "A[I_Z, J]", "C[I, J_X]{U_Y}"):
+        a = parse(text)
+        copies = a.total_bytes(sizes, mesh_3) / a.global_bytes(sizes)
+        assert all(len(holders) == copies for holders in a.owners(mesh_3).values()), text
+    with pytest.raises(ValueError, match=r"^mesh=\{'X': 2\}: no axis 'Y'"):
+        parse("A[I_X, J_Y]").owners({"X": 2})
+
+
 def test_subscript_and_mesh():
     assert subscript(("X", "Y")) == "XY" and subscript(("data", "model")) == "{data,model}"
     assert check_mesh({"X": 4}) == {"X": 4}

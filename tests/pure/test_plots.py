@@ -180,3 +180,119 @@ def test_comms_time_vs_batch_draws_t_math_dashed_in_black_after_the_schemes():
     matplotlib.pyplot.close(fig)
     with pytest.raises(ValueError, match=r"^t_comms\['t_math'\]=1 points"):
         model_plots.comms_time_vs_batch(batches, {"FSDP": [1.0, 1.0, 1.0]}, [0.4])
+
+
+def _gids(ax, prefix):
+    return [p.get_gid() for p in ax.patches if (p.get_gid() or "").startswith(prefix)]
+
+
+def _labels(ax):
+    return {t.get_gid(): t.get_text() for t in ax.texts if t.get_gid()}
+
+
+def test_sharded_blocks_draws_each_block_labelled_with_the_devices_that_hold_it():
+    from book_lib import notation
+
+    mesh, texts = {"X": 2, "Y": 2}, ("A[I_X, J_Y]", "A[I_XY, J]", "A[I_X, J]", "A[I, J]")
+    fig, axes = diagrams.sharded_blocks(texts, mesh)
+    assert len(axes) == len(texts) and [len(_gids(ax, "block-")) for ax in axes] == [4, 4, 2, 1]
+    for a, (ax, text) in enumerate(zip(axes, texts, strict=True)):
+        owners = notation.parse(text).owners(mesh)
+        assert sorted(_gids(ax, "block-")) == sorted(f"block-{a}-{i}-{j}" for i, j in owners)
+        labels = _labels(ax)
+        for (i, j), holders in owners.items():
+            written = labels[f"block-{a}-{i}-{j}-label"].split()
+            assert " ".join(written) == " ".join(f"({x}, {y})" for x, y in holders), "every holder, in order"
+        assert ax.get_xlabel().startswith("columns $J$ of $A[") and ax.get_title() == ""
+    assert axes[1].get_xlabel() == "columns $J$ of $A[I_{XY}, J]$"
+    assert [ax.get_ylabel() for ax in axes] == ["rows $I$", "", "", ""], "the rows' name once, where it changes"
+    block = next(p for p in axes[2].patches if p.get_gid() == "block-2-1-0")
+    assert (block.get_y(), block.get_height(), block.get_width()) == (0.0, 0.5, 1.0), "row 1 is the lower half"
+    matplotlib.pyplot.close(fig)
+    with pytest.raises(ValueError, match=r"^arrays=\['A\[I_X, J, K\]'\]: A\[I_X, J, K\] has 3 dimensions; allowed: 2"):
+        diagrams.sharded_blocks(["A[I_X, J, K]"], mesh)
+    with pytest.raises(ValueError, match=r"^arrays=\(\): 0 arrays; allowed: 1 to 4"):
+        diagrams.sharded_blocks((), mesh)
+    with pytest.raises(ValueError, match=r"^mesh=\{'X': 2\}: no axis 'Y'"):
+        diagrams.sharded_blocks(["A[I_X, J_Y]"], {"X": 2})
+
+
+@pytest.mark.parametrize("n", range(1, diagrams.MAX_GATHER_RING + 1))
+def test_ring_all_gather_fills_one_slot_per_block_held_after_each_step(n):
+    from book_lib import collectives
+
+    fig, axes = diagrams.ring_all_gather(n)
+    for ax, way in zip(axes, ("one-way", "both-ways"), strict=True):
+        blocks = collectives.all_gather_blocks(n, bidirectional=way == "both-ways")
+        held = {(s, d, b) for s, step in enumerate(blocks) for d, h in enumerate(step) for b in h}
+        assert sorted(_gids(ax, f"held-{way}-")) == sorted(f"held-{way}-{s}-{d}-{b}" for s, d, b in held)
+        assert len(_gids(ax, f"slot-{way}-")) == len(blocks) * n * n - len(held), "the rest are empty slots"
+        labels = _labels(ax)
+        assert all(labels[f"held-{way}-{s}-{d}-{b}-label"] == str(b) for s, d, b in held)
+        assert ax.get_xlabel() == f"{way.replace('-', ' ')} round"
+        assert [t.get_text() for t in ax.get_xticklabels()] == [f"device {d}" for d in range(n)]
+    steps = [t.get_text() for t in axes[0].get_yticklabels()]
+    assert steps == ["start"] + [f"after step {s}" for s in range(1, n)]
+    matplotlib.pyplot.close(fig)
+
+
+def test_ring_all_gather_refuses_a_ring_too_long_to_read():
+    with pytest.raises(ValueError, match=rf"^n_devices={diagrams.MAX_GATHER_RING + 1}: .*allowed: 1 to "):
+        diagrams.ring_all_gather(diagrams.MAX_GATHER_RING + 1)
+
+
+def test_pipeline_schedules_draw_every_op_of_every_microbatch_where_the_schedule_puts_it():
+    from book_lib import bounds
+
+    runs = {
+        "1F1B": bounds.pipeline_schedule(stages=4, microbatches=8, split_backward=False),
+        "split": bounds.pipeline_schedule(stages=4, microbatches=8),
+        "both ways": bounds.pipeline_schedule(stages=4, microbatches=8, both_ways=True),
+    }
+    fig, axes = diagrams.pipeline_schedules(runs)
+    for panel, (ax, (name, schedule)) in enumerate(zip(axes, runs.items(), strict=True)):
+        for kind in "FBW":  # an unsplit backward draws its W half too
+            assert len(_gids(ax, f"{kind}-{panel}-")) == schedule.stages * schedule.microbatches, (name, kind)
+        boxes = {p.get_gid(): p for p in ax.patches}
+        labels = _labels(ax)
+        for d, ops in enumerate(schedule.timeline):
+            for op in ops:
+                assert boxes[f"{op.kind}-{panel}-{d}-{op.microbatch}"].get_x() == op.start
+                assert labels[f"{op.kind}-{panel}-{d}-{op.microbatch}-label"] == str(op.microbatch)
+        assert labels[f"name-{panel}"] == name
+        bubble = f"{fmt(schedule.span_units)} units\nbubble {fmt(100 * schedule.bubble_fraction, '%')}"
+        assert labels[f"bubble-{panel}"] == bubble and ax.get_ylabel() == "device"
+    assert _labels(axes[0])["bubble-0"] == "33 units\nbubble 37.5 %"
+    assert axes[-1].get_xlabel() == "time (units of one stage's forward pass)"
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend == ["forward (F)", "input gradient (B)", "weight gradient (W)"]
+    matplotlib.pyplot.close(fig)
+    with pytest.raises(ValueError, match=r"^schedules=\{\}: 0 schedules; allowed: 1 to 4"):
+        diagrams.pipeline_schedules({})
+    with pytest.raises(ValueError, match=r"^schedules\['1F1B'\]=33: allowed: a bounds.PipelineSchedule"):
+        diagrams.pipeline_schedules({"1F1B": 33})
+
+
+def test_ridge_points_draw_one_bar_per_chip_at_its_critical_intensity():
+    from book_lib import hardware, roofline
+
+    names = ["tpu-v5e", "h100", "h100-pcie"]
+    fig, ax = plots.ridge_points(names)
+    bars = {p.get_gid(): p for p in ax.patches if (p.get_gid() or "").startswith("ridge-")}
+    assert sorted(bars) == sorted(f"ridge-{name}" for name in names)
+    labels = _labels(ax)
+    for row, name in enumerate(names):
+        ridge = roofline.critical_intensity(name)
+        assert bars[f"ridge-{name}"].get_width() == pytest.approx(ridge)
+        assert bars[f"ridge-{name}"].get_y() + bars[f"ridge-{name}"].get_height() / 2 == pytest.approx(row)
+        assert labels[f"ridge-{name}-label"] == fmt(ridge)
+        assert bars[f"ridge-{name}"].get_facecolor()[:3] == pytest.approx(plots.chip_style(name)["color"])
+    assert labels["ridge-tpu-v5e-label"] == "243" and [t.get_text() for t in ax.get_yticklabels()] == names
+    assert [bars[f"ridge-{n}"].get_hatch() for n in names] == [None, "//", ".."], "TPU, GPU, a board of VARIANTS"
+    assert ax.get_xlabel() == "ridge point: bf16 FLOPs/s over HBM bytes/s (FLOPs/byte)" and ax.get_title() == ""
+    assert "h100-pcie" in hardware.VARIANTS
+    matplotlib.pyplot.close(fig)
+    with pytest.raises(ValueError, match=r"^chips=\[\]: nothing to draw; allowed: one chip or more"):
+        plots.ridge_points([])
+    with pytest.raises(ValueError, match=r"^chips='tpu-v9': unknown chip"):
+        plots.ridge_points(["tpu-v9"])
