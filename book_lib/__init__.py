@@ -33,7 +33,7 @@ LAYERS: MappingProxyType[str, dict[str, str]] = MappingProxyType({
         "models": "published configs, released checkpoints and the book's problems",
         "inference": "prefill and decode times, the batch that fits, the slice to rent",
         "parallelism": "a step's Layout of degrees and dtypes, and its placement on the hardware",
-        "bounds": "the text's closed-form bounds of training parallelism",
+        "bounds": "the text's closed-form bounds of training parallelism, and pipeline schedules",
         "step_collectives": "the collectives of one training step (what moves, how often, how long)",
         "overheads": "what a training step's expected time adds to its roofline",
         "training": "a training step's time and memory, optimizer state, whole runs, MFU",
@@ -60,7 +60,7 @@ LAYERS: MappingProxyType[str, dict[str, str]] = MappingProxyType({
         "legible": "no text under 9 px, no label over another, on the page",
         "plots": "the house style and the figures of chips",
         "model_plots": "the figures of a model's costs",
-        "diagrams": "drawings of a chip, a systolic wave, a layer and a collective's ring",
+        "diagrams": "drawings: a chip, a systolic wave, a layer, a mesh's blocks, rings, pipeline schedules",
         "calculators": "the cost models with knobs, in a notebook and in the HTML book",
     },
 })  # fmt: skip
