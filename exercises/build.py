@@ -86,7 +86,7 @@ def solution_notebook(nb, assignment: str):
     return nb
 
 
-# What a statement says for each tolerance a key may use (`Key.tolerance`, relative).
+# What a statement says for each tolerance a key may use (`Key.rel_tol`, relative).
 TOLERANCE_WORDS = {
     0: "exact",
     1e-2: "within 1 %",
@@ -133,7 +133,7 @@ def question_problems(nb, assignment: str) -> list[str]:
                 problems.append(f"{gid}: the statement does not quote `{name}`")
             if not re.search(rf"^(def )?{name}\b", answer, re.MULTILINE):
                 problems.append(f"{gid}: the answer does not define {name}")
-        words = TOLERANCE_WORDS.get(key.tolerance, f"(no words for {key.tolerance:g}: add them to TOLERANCE_WORDS)")
+        words = TOLERANCE_WORDS.get(key.rel_tol, f"(no words for {key.rel_tol:g}: add them to TOLERANCE_WORDS)")
         if key.kind in ("value", "function") and words not in statement:
             problems.append(f"{gid}: the statement does not say {words!r}, the key's tolerance")
         problems += [f"{gid}: params[{n!r}] hides the template's own {n}" for n in TEMPLATE_NAMES if n in key.params]

@@ -126,7 +126,7 @@ def _differs(key: Key, values: dict) -> bool:
         return values != dict(key.params)
     text, mine = key.expected(**key.params), key.expected(**values)
     return all(
-        not math.isclose(float(a), float(b), rel_tol=3 * key.tolerance, abs_tol=0)
+        not math.isclose(float(a), float(b), rel_tol=3 * key.rel_tol, abs_tol=0)
         for name in text
         for a, b in zip(_flat(text[name]), _flat(mine[name]), strict=True)
     )

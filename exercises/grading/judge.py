@@ -75,7 +75,7 @@ def judge_record(key: Key, spec: dict, record: dict) -> str | None:
                 if got["str"] == key.answer(spec.get("params"))
                 else f"{name} = {got['str']!r} is not the right choice"
             )
-        verdicts = [_judge_values(values, wants, key.tolerance) for wants in key.answers(spec.get("params"))]
+        verdicts = [_judge_values(values, wants, key.rel_tol) for wants in key.answers(spec.get("params"))]
         return None if None in verdicts else verdicts[0]
     outputs = record.get("outputs")
     if not isinstance(outputs, list) or len(outputs) != len(spec["probes"]):
@@ -89,6 +89,6 @@ def _judge_outputs(key: Key, probes: list, outputs: list, model) -> str | None:
     for args, got in zip(probes, outputs, strict=True):
         if isinstance(got, dict) and "raised" in got:
             return f"{key.names[0]}{tuple(args)} raised {got['raised']}"
-        if not _judge_numbers(got, model(*args), key.tolerance):
-            return f"{key.names[0]}{tuple(args)} is not within {key.tolerance:g} (relative)"
+        if not _judge_numbers(got, model(*args), key.rel_tol):
+            return f"{key.names[0]}{tuple(args)} is not within {key.rel_tol:g} (relative)"
     return None

@@ -5,6 +5,13 @@ the kernel only records what the student's names hold (a value; a function's out
 drawn at grading time; a JAX function exported as a program) and the comparison with these keys
 happens outside it, a JAX program compiled and run by the grader itself. `tests/course/test_exercises.py`
 checks every key against the reference solution.
+
+Each question's key is built by the constructor of its kind, which takes only what that kind uses:
+`value` (numbers: a formula, the statement's numbers and a class's draw), `function` (a callable of
+numbers: a reference and the text's inputs), `choice` (a string from a few) and `program` (a JAX
+function: how it is probed and judged, `JaxCheck`). Helpers keep each key its formula: `preset_sizes`
+and `sized_model` here (a model's sizes as a statement prints them), the chips a class may draw and
+the text's own constants in `chips`, the JAX questions' arrays in `arrays`.
 """
 
 from __future__ import annotations
@@ -12,31 +19,65 @@ from __future__ import annotations
 import importlib
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from book_lib import hardware
+from book_lib import models, transformer
 
-__all__ = ["Key", "JaxCheck", "keys_for", "redraw", "scaled", "text_chip", "KINDS", "MAX_REDRAWS"]
+__all__ = [
+    "Key",
+    "JaxCheck",
+    "value",
+    "function",
+    "choice",
+    "program",
+    "keys_for",
+    "redraw",
+    "pick",
+    "scaled",
+    "preset_sizes",
+    "sized_model",
+    "MAX_REDRAWS",
+]
 
-KINDS = ("value", "function", "choice", "jax")
 # Integer factors by which grading-time inputs scale the text's cases (see `scaled`).
 DRAW_FACTORS = tuple(range(2, 10))
 # Draws `redraw` tries before it gives up on a condition (the narrowest key needs a few dozen).
 MAX_REDRAWS = 1000
 
 
-def text_chip(name: str) -> hardware.Chip:
-    """`name`'s chip with its HBM as the text prints it: GB of 1e9 bytes where the table holds whole GiB.
+SIZES = {
+    "layers": "n_layers",
+    "d": "d_model",
+    "f": "d_ff",
+    "n": "n_heads",
+    "k": "n_kv_heads",
+    "h": "head_dim",
+    "v": "vocab_size",
+}
 
-    The text's tables write "16GB" for a v5e and "96GB" for a v5p; `book_lib.hardware` holds 16 and 96
-    GiB (what the chips have and JAX reports). A question graded on the text's model accepts the answer
-    either gives (`Key.also`). Other chips come back unchanged.
-    """
-    chip = hardware.get_chip(name)
-    gib = chip.hbm_bytes / 2**30
-    if gib != round(gib):
-        return chip
-    return replace(chip, name=f"{chip.name} (the text's HBM)", hbm_bytes=round(gib) * 1e9)
+
+def preset_sizes(preset: str) -> dict[str, int]:
+    """A `book_lib.models` preset's sizes as a statement prints them: layers, d, f, n, k, h, v (`SIZES`)."""
+    model = models.get_model(preset)
+    return {short: getattr(model, name) for short, name in SIZES.items()}
+
+
+def sized_model(layers: int, d: int, f: int, n: int, k: int, h: int, v: int, **more) -> transformer.TransformerConfig:
+    """The model of a statement's sizes (`preset_sizes`), with any other `TransformerConfig` fields in `more`."""
+    sizes = dict(zip(SIZES.values(), (layers, d, f, n, k, h, v), strict=True))
+    return transformer.TransformerConfig(**sizes, **more)
+
+
+def pick(*draws: Callable[[random.Random], dict], **options: tuple) -> Callable[[random.Random], dict]:
+    """A class's draw, rng -> {param: value}: each of `draws` in turn, then one of each parameter's `options`."""
+
+    def draw(rng: random.Random) -> dict:
+        values = {}
+        for part in draws:
+            values.update(part(rng))
+        return {**values, **{name: rng.choice(choices) for name, choices in options.items()}}
+
+    return draw
 
 
 def redraw(
@@ -102,8 +143,8 @@ class JaxCheck:
     """How a JAX question is exported in the kernel and judged in the grader (`exercises/grading/programs.py`).
 
     Attributes:
-        recorder: what the function is exported for (`"sharded"`: a 1-D mesh "X" of 8 devices, its
-            inputs placed by `in_specs`; `"traced"`: one device); the grader runs it the same way.
+        recorder: what the function is exported for (`"sharded"`, the default: a 1-D mesh "X" of 8 devices,
+            its inputs placed by `in_specs`; `"traced"`: one device); the grader runs it the same way.
         cases: the sizes each probe is built from (passed to `inputs`).
         inputs: (sizes, n_devices, seed) -> tuple of numpy arrays (float32) and static ints.
         in_specs: one PartitionSpec per array input, as tuples of axis names or None.
@@ -124,7 +165,7 @@ class JaxCheck:
             `dot_general` in it may produce more values than the output block.
     """
 
-    recorder: str
+    recorder: str = "sharded"
     cases: tuple[tuple[int, ...], ...]
     inputs: Callable[..., tuple]
     in_specs: tuple = ()
@@ -142,64 +183,36 @@ class JaxCheck:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Key:
-    """One autograded question.
+    """One autograded question, as the constructor of its kind builds it (`value`, `function`, `choice`, `program`).
 
     Attributes:
+        kind: `"value"`, `"function"`, `"choice"` or `"jax"`.
         names: the names the answer cell must define.
-        kind: `"value"` (numbers), `"function"` (a callable of numbers), `"choice"` (a string from
-            `choices`) or `"jax"` (a callable of JAX arrays, judged by `check`).
+        rel_tol: the relative tolerance on every number (the statement says the same).
         expected: value: (**params) -> {name: number}; choice: (**params) -> the right string.
+        also: other models the text itself uses: value: each (**params) -> {name: number};
+            function: each (*args) -> result.
+        params: the numbers a value or choice question's statement gives, as the text gives them.
+        draw: (random.Random) -> {param: value}: a class's own numbers for this question.
+        accept: {param: value} -> bool: the condition a class's numbers must meet.
+        choices: the allowed strings of a choice.
         reference: function: (*args) -> the right result (a number or a tuple of numbers).
         cases: function: the inputs the text's problem uses; grading adds two drawn at random.
-        rel_tol: relative tolerance on every number (the statement says the same).
-        choices: the allowed strings of a choice.
         check: how a JAX question is probed and judged.
-        params: the numbers a value or choice question's statement gives, as the text gives them
-            (name -> int, float or str); `expected` takes them as keywords, and the templates of
-            the source notebook print them (`exercises/variants.py`).
-        draw: (random.Random) -> {param: value}: a class's own numbers for this question.
-        accept: {param: value} -> bool: the condition a class's numbers must meet (a clear answer, a
-            model that fits its chip); `drawn` draws again until it holds, and a `ValueError` it
-            raises refuses the values too. The draw itself stays a plain choice of numbers.
-        also: other models the text itself uses; an answer that matches one of them is right too (the
-            statement says so). Value questions: each (**params) -> {name: number}, matched in every
-            name. Function questions: each (*args) -> result, matched on every probe (one model for all).
     """
 
-    names: tuple[str, ...]
     kind: str
-    expected: Callable[[], object] | None = None
-    reference: Callable[..., object] | None = None
-    cases: tuple[tuple, ...] = ()
-    rel_tol: float | None = None
-    choices: tuple[str, ...] = ()
-    check: JaxCheck | None = None
+    names: tuple[str, ...]
+    rel_tol: float = 0.0
+    expected: Callable[..., object] | None = None
+    also: tuple[Callable[..., object], ...] = ()
     params: dict[str, int | float | str] = field(default_factory=dict)
     draw: Callable[[random.Random], dict] | None = None
     accept: Callable[[dict], bool] | None = None
-    also: tuple[Callable[..., dict], ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"kind={self.kind!r}: unknown; allowed: {', '.join(map(repr, KINDS))}")
-        needs = {"value": "expected", "choice": "expected", "function": "reference", "jax": "check"}[self.kind]
-        if getattr(self, needs) is None:
-            raise ValueError(f"{needs}=None: a {self.kind!r} key needs one; allowed: a callable")
-        if self.kind == "function" and not self.cases:
-            raise ValueError("cases=(): a function key needs the text's inputs; allowed: a tuple of argument tuples")
-        if self.kind == "choice" and len(self.choices) < 2:
-            raise ValueError(f"choices={self.choices!r}: a choice needs two or more; allowed: a tuple of str")
-        if bool(self.params) != (self.draw is not None):
-            raise ValueError(f"params={self.params!r}, draw={self.draw!r}: give both or neither")
-        if self.accept is not None and self.draw is None:
-            raise ValueError(f"accept={self.accept!r}: a condition on drawn values needs a draw; allowed: None")
-        if self.also and self.kind not in ("value", "function"):
-            raise ValueError(f"also={self.also!r}: only value and function questions take other models; allowed: ()")
-        if self.params and self.kind not in ("value", "choice"):
-            raise ValueError(f"params={self.params!r}: only value and choice questions take parameters")
-        for name, value in self.params.items():
-            if type(value) not in (int, float, str):
-                raise ValueError(f"params[{name!r}]={value!r}: allowed: an int, float or str")
+    choices: tuple[str, ...] = ()
+    reference: Callable[..., object] | None = None
+    cases: tuple[tuple, ...] = ()
+    check: JaxCheck | None = None
 
     def drawn(self, rng: random.Random, *, differs: Callable[[dict], bool] | None = None) -> dict:
         """A class's values: `params` updated by `draw(rng)`, drawn again until `accept` holds.
@@ -229,13 +242,6 @@ class Key:
         mine = self.params if values is None else values
         return [self.answer(values), *(model(**mine) for model in self.also)]
 
-    @property
-    def tolerance(self) -> float:
-        """The relative tolerance in force: `rel_tol`, else 1 % for values and 1e-6 for functions."""
-        if self.rel_tol is not None:
-            return self.rel_tol
-        return 0.01 if self.kind == "value" else 1e-6
-
     def probes(self, rng: random.Random, n_drawn: int = 2) -> list[tuple]:
         """The inputs a function is graded on: the text's cases, then `n_drawn` drawn with `rng`.
 
@@ -262,6 +268,132 @@ class Key:
         except ValueError:
             return False
         return True
+
+
+def value(
+    names: str | tuple[str, ...],
+    expected: Callable[..., object],
+    *,
+    params: dict[str, int | float | str],
+    draw: Callable[[random.Random], dict],
+    accept: Callable[[dict], bool] | None = None,
+    also: tuple[Callable[..., object], ...] = (),
+    rel_tol: float = 0.01,
+) -> Key:
+    """A value question: the answer cell assigns a number to each of `names` (one name, or a tuple of them).
+
+    Args:
+        names: the name, or the names, the answer cell assigns.
+        expected: (**params) -> the answer: its number for one name; for several, a tuple of numbers in
+            the order of `names`.
+        params: the numbers the statement gives, as the text gives them (name -> int, float or str):
+            `expected` takes them as keywords and the source notebook's templates print them
+            (`exercises/variants.py`).
+        draw: (random.Random) -> {param: value}: a class's own numbers, plain choices.
+        accept: {param: value} -> bool: the condition a class's numbers must meet (a clear answer, a
+            model that fits its chip); `Key.drawn` draws again until it holds, and a `ValueError` it
+            raises refuses the values too.
+        also: other models the text itself uses, each read as `expected`: an answer that matches one of
+            them in every name is right too (the statement says so).
+        rel_tol: the relative tolerance; the statement says it in the words of `build.TOLERANCE_WORDS`.
+
+    Raises:
+        ValueError: a parameter that is not an int, float or str.
+    """
+    names = (names,) if isinstance(names, str) else tuple(names)
+    answers = (_by_name(names, expected, "expected"), *(_by_name(names, m, f"also[{i}]") for i, m in enumerate(also)))
+    numbers = _numbers(params, draw, accept)
+    return Key(kind="value", names=names, rel_tol=rel_tol, expected=answers[0], also=answers[1:], **numbers)
+
+
+def function(
+    name: str,
+    reference: Callable[..., object],
+    cases: tuple[tuple, ...],
+    *,
+    also: tuple[Callable[..., object], ...] = (),
+    rel_tol: float = 1e-6,
+) -> Key:
+    """A function question: the answer cell defines `name`, a function of numbers.
+
+    Args:
+        reference: (*args) -> the right result (a number or a tuple of numbers), from `book_lib`.
+        cases: the inputs the text's problem uses; grading adds two that scale every size of one by the
+            same integer (`Key.probes`), and a reference that refuses an input (`ValueError`) gets another.
+        also: other models the text itself uses, each (*args) -> result: a function that follows one of
+            them on every probe is right too.
+        rel_tol: the relative tolerance; the statement says it in the words of `build.TOLERANCE_WORDS`.
+
+    Raises:
+        ValueError: no cases.
+    """
+    if not cases:
+        raise ValueError(f"cases={cases!r}: {name} needs the text's inputs; allowed: a tuple of argument tuples")
+    return Key(kind="function", names=(name,), rel_tol=rel_tol, reference=reference, cases=tuple(cases), also=also)
+
+
+def choice(
+    name: str,
+    answer: str | Callable[..., str],
+    choices: tuple[str, ...],
+    *,
+    params: dict[str, int | float | str] | None = None,
+    draw: Callable[[random.Random], dict] | None = None,
+    accept: Callable[[dict], bool] | None = None,
+) -> Key:
+    """A choice question: the answer cell assigns `name` one of `choices`.
+
+    Args:
+        answer: the right string; for a question with numbers, (**params) -> it.
+        choices: the allowed strings, two or more.
+        params, draw, accept: a question with numbers takes them as `value` does; the text's one
+            question takes none.
+
+    Raises:
+        ValueError: fewer than two choices; `params` without `draw`, or `draw` or `accept` without `params`.
+    """
+    if len(choices) < 2:
+        raise ValueError(f"choices={choices!r}: {name} needs two or more; allowed: a tuple of str")
+    if params is None and (draw, accept) != (None, None):
+        raise ValueError(f"params=None: {name} draws numbers; allowed: the statement's params beside its draw")
+    expected = (lambda: answer) if isinstance(answer, str) else answer
+    numbers = {} if params is None else _numbers(params, draw, accept)
+    return Key(kind="choice", names=(name,), expected=expected, choices=tuple(choices), **numbers)
+
+
+def program(name: str, **check: object) -> Key:
+    """A JAX question: the answer cell defines `name`, a function of JAX arrays judged as `check` says.
+
+    `check` holds `JaxCheck`'s fields as keywords: how the function is exported and probed, its NumPy
+    reference and what its compiled program must hold (`exercises/grading/programs.py`).
+    """
+    return Key(kind="jax", names=(name,), check=JaxCheck(**check))
+
+
+def _by_name(names: tuple[str, ...], model: Callable[..., object], arg: str) -> Callable[..., dict]:
+    """`model` (the argument `arg`) answering {name: number}: its number for one name, its tuple for several."""
+    if len(names) == 1:
+        return lambda **values: {names[0]: model(**values)}
+
+    def answer(**values) -> dict:
+        got = model(**values)
+        if not isinstance(got, tuple) or len(got) != len(names):
+            raise ValueError(
+                f"{arg}={model.__name__} gave {type(got).__name__} for {names}; allowed: a tuple of {len(names)}"
+            )
+        return dict(zip(names, got, strict=True))
+
+    return answer
+
+
+def _numbers(params: dict, draw: Callable | None, accept: Callable | None) -> dict:
+    """The fields of a question with numbers, each parameter an int, float or str (what a template prints)."""
+    if draw is None:
+        raise ValueError(f"draw=None: params {sorted(params)} need a class's draw; allowed: a callable of an rng")
+    for name, number in params.items():
+        if type(number) not in (int, float, str):
+            raise ValueError(f"params[{name!r}]={number!r}: allowed: an int, float or str")
+    return {"params": dict(params), "draw": draw, "accept": accept}
 
 
 def keys_for(assignment: str) -> dict[str, Key]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import random
 
-from book_lib import hardware, models, roofline, transformer
-from book_lib.hardware import get_chip
-from exercises.keys import JaxCheck, Key
+from book_lib import models, roofline, transformer
+from exercises.keys import choice, function, pick, program, value
+from exercises.keys.chips import TPUS, V5E, givens
 
 Q1 = models.get_model("book-ch4-q1")  # L = 64, D = 4096, F = 4D, V = 32,000, N H = D, MHA
 
@@ -14,14 +14,10 @@ Q1 = models.get_model("book-ch4-q1")  # L = 64, D = 4096, F = 4D, V = 32,000, N 
 # and the problem states the rate it wants used).
 H800_FP8_SPARSE_FLOPS_PER_S = 3.026e15
 
-V5E = get_chip("tpu-v5e")
-# The rates Q4c (a function problem) prints, each with the book_lib value it must match
-# (tests/course/test_exercises.py checks that every one appears in a statement and agrees within 0.5 %).
-# The value problems print their chip's rates from book_lib through the templates.
-GIVENS = [("1.97 \\times 10^{14}", V5E.bf16_flops_per_s), ("8.1 \\times 10^{11}", V5E.hbm_bytes_per_s)]
+# The rates Q4c (a function problem) prints, each with the book_lib value it must match; the value
+# problems print their chip's rates from book_lib through the templates.
+GIVENS = givens("tpu-v5e", bf16_flops_per_s="1.97 \\times 10^{14}", hbm_bytes_per_s="8.1 \\times 10^{11}")
 
-# What a class's variant may draw.
-TPUS = hardware.chip_names(family="tpu", since="tpu-v4")
 # Dense models with a gated MLP, as a statement names them, and their book_lib presets (Q0c).
 DENSE_MODELS = {
     "Gemma 2 27B": "gemma-2-27b",
@@ -45,6 +41,7 @@ MOE_MODELS = (
     ("gpt-oss-20b", 32, 4),
     ("gpt-oss-120b", 128, 4),
 )
+LAYERS, WIDTHS = (32, 40, 48, 80, 96, 126), (4096, 5120, 6144, 12288, 16384)  # what a class's model may be
 
 
 def _mha(layers: int, d: int, f: int = 1, v: int = 1, h: int = 128, **kw) -> transformer.TransformerConfig:
@@ -54,40 +51,20 @@ def _mha(layers: int, d: int, f: int = 1, v: int = 1, h: int = 128, **kw) -> tra
     )
 
 
-def _remat_bytes(layers: int, d: int, tokens_m: int) -> dict[str, float]:
+def _remat_bytes(layers: int, d: int, tokens_m: int) -> tuple[float, float]:
+    """Activations kept without remat and with the book's "block remat" (book_lib's "full")."""
     model = _mha(layers, d, 4 * d)
-    kept = {remat: model.training_memory(batch_tokens=tokens_m * 1e6, remat=remat) for remat in ("none", "full")}
-    # the answer names keep the book's words: "full" is its "block remat"
-    return {
-        "activations_none_bytes": kept["none"].activations_bytes,
-        "activations_block_bytes": kept["full"].activations_bytes,
-    }
+    return tuple(
+        model.training_memory(batch_tokens=tokens_m * 1e6, remat=r).activations_bytes for r in ("none", "full")
+    )
 
 
-def _draw_remat(r: random.Random) -> dict:
-    return {
-        "layers": r.choice((32, 40, 48, 80, 96, 126)),
-        "d": r.choice((4096, 5120, 6144, 12288, 16384)),
-        "tokens_m": r.choice((1, 2, 8, 16)),
-    }
-
-
-def _draw_kv_example(r: random.Random) -> dict:
-    return {
-        "layers": r.choice((32, 40, 48, 80, 96, 126)),
-        "kh": r.choice((4096, 5120, 6144, 12288, 16384)),
-        "seq": r.choice((2048, 4096, 16384, 32768, 131072)),
-    }
-
-
-def _crossovers(d: int, model: str, model_d: int, model_f: int, model_n: int, model_k: int, model_h: int) -> dict:
+def _crossovers(d: int, model: str, model_d: int, model_f: int, model_n: int, model_k: int, model_h: int):
+    """Where attention's FLOPs pass the rest's (tokens): by the rule (F = 4D, N H = D), then for the named model."""
     named = transformer.TransformerConfig(
         n_layers=1, d_model=model_d, d_ff=model_f, n_heads=model_n, n_kv_heads=model_k, head_dim=model_h, vocab_size=1
     )
-    return {
-        "crossover_rule_tokens": _mha(1, d, 4 * d).attention_crossover_seq_len(),
-        "crossover_model_tokens": named.attention_crossover_seq_len(),
-    }
+    return (_mha(1, d, 4 * d).attention_crossover_seq_len(), named.attention_crossover_seq_len())
 
 
 def _draw_crossovers(r: random.Random) -> dict:
@@ -109,12 +86,6 @@ def _q1_model(layers: int, d: int, f: int, v: int, h: int) -> transformer.Transf
     return _mha(layers, d, f, v, h, norms_per_layer=1)
 
 
-def _attention_share_of_layer_weights(**m) -> dict[str, float]:
-    """The text's count for problem 4.1: attention weights over attention plus MLP weights (4D^2 / 16D^2)."""
-    parts = _q1_model(**m).param_breakdown()
-    return {"attention_share_q1": parts.attention / (parts.attention + parts.mlp)}
-
-
 Q1_PARAMS = {"layers": Q1.n_layers, "d": Q1.d_model, "f": Q1.d_ff, "v": Q1.vocab_size, "h": Q1.head_dim}
 assert _q1_model(**Q1_PARAMS).param_breakdown() == Q1.param_breakdown(), "the text's model is book_lib's preset"
 
@@ -130,20 +101,17 @@ def _draw_q1_model(r: random.Random) -> dict:
     }
 
 
-def _draw_q1_kv(r: random.Random) -> dict:
-    model = _draw_q1_model(r)
-    return {name: model[name] for name in ("layers", "d", "h")}
+def _attention_share(of: str, **m) -> float:
+    """Attention's share of the parameters (`of="all"`), or (the text's count for problem 4.1) of the layers'."""
+    parts = _q1_model(**m).param_breakdown()
+    return parts.attention / (_q1_model(**m).param_count() if of == "all" else parts.attention + parts.mlp)
 
 
-def _draw_prefill(r: random.Random) -> dict:
-    return {"tpu": r.choice(TPUS), "g": r.choice((1, 1, 2, 4, 8))}
-
-
-def _q5_crossover(d: int, n: int, k: int) -> dict[str, float]:
+def _q5_crossover(d: int, n: int, k: int) -> float:
     model = transformer.TransformerConfig(
         n_layers=1, d_model=d, d_ff=1, n_heads=n, n_kv_heads=k, head_dim=d // n, vocab_size=1
     )
-    return {"crossover_tokens_q5": model.attention_crossover_seq_len(against="qkvo")}
+    return model.attention_crossover_seq_len(against="qkvo")
 
 
 def _draw_q5(r: random.Random) -> dict:
@@ -152,10 +120,9 @@ def _draw_q5(r: random.Random) -> dict:
     return {"d": d, "n": n, "k": r.choice((n, n, n // 4, 8, 1))}
 
 
-def _mfu(run: str, active_b: int, tokens_t: float, gpu_hours_m: float) -> dict[str, float]:
+def _mfu(run: str, active_b: int, tokens_t: float, gpu_hours_m: float) -> float:
     needed = 6 * active_b * 1e9 * tokens_t * 1e12
-    available = gpu_hours_m * 1e6 * 3600 * H800_FP8_SPARSE_FLOPS_PER_S / 2
-    return {"training_mfu": needed / available}
+    return needed / (gpu_hours_m * 1e6 * 3600 * H800_FP8_SPARSE_FLOPS_PER_S / 2)
 
 
 def _draw_mfu(r: random.Random) -> dict:
@@ -172,10 +139,6 @@ def _draw_mfu(r: random.Random) -> dict:
     }
 
 
-def _moe_named(model: str, e: int, k: int, tpu: str) -> dict[str, float]:
-    return {"moe_batch_tokens": _moe_batch(e, k, get_chip(tpu).bf16_flops_per_s, get_chip(tpu).hbm_bytes_per_s)}
-
-
 def _draw_moe(r: random.Random) -> dict:
     model, e, k = r.choice(MOE_MODELS)
     return {"model": model, "e": e, "k": k, "tpu": r.choice(TPUS)}
@@ -184,15 +147,6 @@ def _draw_moe(r: random.Random) -> dict:
 def _sharded_flops(B: int, D: int, F: int, X: int, Y: int, Z: int) -> tuple[float, float]:
     one = roofline.matmul_cost(B, D, F).flops
     return (one * Z, one / (X * Y))
-
-
-def _contraction_flops(I: int, J: int, K: int, L: int, M: int, N: int, O: int) -> float:  # noqa: E741
-    return roofline.matmul_cost(K * L, I * J, M * N * O).flops
-
-
-def _attention_intensity(T: int, S: int, G: int) -> float:
-    # per KV head and batch row: G query heads share one KV head (H cancels out of the ratio)
-    return transformer.attention_cost(T, S, n_heads=G, n_kv_heads=1, head_dim=1).intensity
 
 
 def _attention_mlp_time_ratio(T: int) -> float:
@@ -205,15 +159,6 @@ def _attention_mlp_time_ratio(T: int) -> float:
     attention = roofline.roofline_time(attention_cost.flops, attention_cost.bytes, *rates).t_lower
     mlp = roofline.roofline_time(per_token.mlp_flops / L * T, mlp_bytes, *rates).t_lower
     return attention / mlp
-
-
-def _remat_extra_flops(B: int, T: int, N: int, H: int) -> float:
-    # the forward attention products of one layer, multi-head, for each of the B sequences
-    return transformer.attention_cost(T, T, n_heads=N, n_kv_heads=N, head_dim=H).flops * B
-
-
-def _unembed_training_flops(B: int, T: int, D: int, V: int) -> float:
-    return 3 * roofline.matmul_cost(B * T, D, V).flops
 
 
 def _moe_batch(E: int, k: int, flops_per_s: float, bytes_per_s: float) -> float:
@@ -241,27 +186,26 @@ def _attention_reference(arrays, n: int, block: int):
     return (p / p.sum(axis=1, keepdims=True)) @ v
 
 
+Q1_NUMBERS = {"params": Q1_PARAMS, "draw": _draw_q1_model}
+
 KEYS = {
-    "ch04_q0a_remat_bytes": Key(
-        names=("activations_none_bytes", "activations_block_bytes"),
-        kind="value",
+    "ch04_q0a_remat_bytes": value(
+        ("activations_none_bytes", "activations_block_bytes"),
+        _remat_bytes,
         rel_tol=2e-3,  # the text's 84 and 4.2 TB for 83.89 and 4.194
-        expected=_remat_bytes,
         params={"layers": 64, "d": 8192, "tokens_m": 4},
-        draw=_draw_remat,
+        draw=pick(layers=LAYERS, d=WIDTHS, tokens_m=(1, 2, 8, 16)),
     ),
-    "ch04_q0b_kv_example": Key(
-        names=("kv_cache_bytes",),
-        kind="value",
+    "ch04_q0b_kv_example": value(
+        "kv_cache_bytes",
+        lambda layers, kh, seq: _mha(layers, kh).kv_cache_bytes_per_token("int8") * seq,
         rel_tol=1e-3,
-        expected=lambda layers, kh, seq: {"kv_cache_bytes": _mha(layers, kh).kv_cache_bytes_per_token("int8") * seq},
         params={"layers": 64, "kh": 8192, "seq": 8192},
-        draw=_draw_kv_example,
+        draw=pick(layers=LAYERS, kh=WIDTHS, seq=(2048, 4096, 16384, 32768, 131072)),
     ),
-    "ch04_q0c_crossover": Key(
-        names=("crossover_rule_tokens", "crossover_model_tokens"),
-        kind="value",
-        expected=_crossovers,
+    "ch04_q0c_crossover": value(
+        ("crossover_rule_tokens", "crossover_model_tokens"),
+        _crossovers,
         params={
             "d": 8192,
             "model": "Gemma 2 27B",
@@ -273,122 +217,91 @@ KEYS = {
         },
         draw=_draw_crossovers,
     ),
-    "ch04_q0d_unembed_flops": Key(
-        names=("unembed_training_flops",),
-        kind="function",
-        reference=_unembed_training_flops,
-        cases=((8, 4096, 8192, 128256), (1, 1, 4096, 32000), (3, 100, 7, 11)),
+    "ch04_q0d_unembed_flops": function(
+        "unembed_training_flops",
+        lambda B, T, D, V: 3 * roofline.matmul_cost(B * T, D, V).flops,
+        ((8, 4096, 8192, 128256), (1, 1, 4096, 32000), (3, 100, 7, 11)),
     ),
-    "ch04_q1a_params": Key(
-        names=("params_q1",),
-        kind="value",
+    "ch04_q1a_params": value("params_q1", lambda **m: _q1_model(**m).param_count(), rel_tol=1e-3, **Q1_NUMBERS),
+    "ch04_q1b_attention_share": value(
+        "attention_share_q1",
+        lambda **m: _attention_share("all", **m),
+        also=(lambda **m: _attention_share("layers", **m),),
+        **Q1_NUMBERS,
+    ),
+    "ch04_q1c_kv_bytes": value(
+        "kv_bytes_per_token_q1",
+        lambda layers, d, h: _mha(layers, d, h=h).kv_cache_bytes_per_token("int8"),
         rel_tol=1e-3,
-        expected=lambda **m: {"params_q1": _q1_model(**m).param_count()},
-        params=Q1_PARAMS,
-        draw=_draw_q1_model,
-    ),
-    "ch04_q1b_attention_share": Key(
-        names=("attention_share_q1",),
-        kind="value",
-        expected=lambda **m: {
-            "attention_share_q1": _q1_model(**m).param_breakdown().attention / _q1_model(**m).param_count()
-        },
-        also=(_attention_share_of_layer_weights,),
-        params=Q1_PARAMS,
-        draw=_draw_q1_model,
-    ),
-    "ch04_q1c_kv_bytes": Key(
-        names=("kv_bytes_per_token_q1",),
-        kind="value",
-        rel_tol=1e-3,
-        expected=lambda layers, d, h: {"kv_bytes_per_token_q1": _mha(layers, d, h=h).kv_cache_bytes_per_token("int8")},
         params={"layers": Q1.n_layers, "d": Q1.d_model, "h": Q1.head_dim},
-        draw=_draw_q1_kv,
+        draw=lambda r: {k: v for k, v in _draw_q1_model(r).items() if k in ("layers", "d", "h")},
     ),
-    "ch04_q2_sharded_flops": Key(
-        names=("sharded_matmul_flops",),
-        kind="function",
-        reference=_sharded_flops,
-        cases=((1024, 4096, 16384, 4, 8, 4), (512, 8192, 8192, 2, 2, 2), (64, 128, 256, 1, 8, 16)),
+    "ch04_q2_sharded_flops": function(
+        "sharded_matmul_flops",
+        _sharded_flops,
+        ((1024, 4096, 16384, 4, 8, 4), (512, 8192, 8192, 2, 2, 2), (64, 128, 256, 1, 8, 16)),
     ),
-    "ch04_q3_contraction_flops": Key(
-        names=("contraction_flops",),
-        kind="function",
-        reference=_contraction_flops,
-        cases=((2, 3, 4, 5, 6, 7, 8), (16, 8, 4, 2, 1, 3, 5), (1,) * 7),
+    "ch04_q3_contraction_flops": function(
+        "contraction_flops",
+        lambda I, J, K, L, M, N, O: roofline.matmul_cost(K * L, I * J, M * N * O).flops,  # noqa: E741
+        ((2, 3, 4, 5, 6, 7, 8), (16, 8, 4, 2, 1, 3, 5), (1,) * 7),
     ),
-    "ch04_q4a_attention_intensity": Key(
-        names=("attention_intensity",),
-        kind="function",
-        reference=_attention_intensity,
-        cases=((1, 8192, 8), (4096, 4096, 1), (2048, 2048, 8), (1, 128, 1)),
+    "ch04_q4a_attention_intensity": function(
+        "attention_intensity",
+        # per KV head and batch row: G query heads share one KV head (H cancels out of the ratio)
+        lambda T, S, G: transformer.attention_cost(T, S, n_heads=G, n_kv_heads=1, head_dim=1).intensity,
+        ((1, 8192, 8), (4096, 4096, 1), (2048, 2048, 8), (1, 128, 1)),
     ),
-    "ch04_q4b_prefill_length": Key(
-        names=("prefill_tokens_compute_bound",),
-        kind="value",
+    "ch04_q4b_prefill_length": value(
+        "prefill_tokens_compute_bound",
         # with S = T the intensity of Q4a is T G / (G + 1)
-        expected=lambda tpu, g: {"prefill_tokens_compute_bound": (g + 1) / g * roofline.critical_intensity(tpu)},
+        lambda tpu, g: (g + 1) / g * roofline.critical_intensity(tpu),
         params={"tpu": "tpu-v5e", "g": 1},
-        draw=_draw_prefill,
+        draw=pick(tpu=TPUS, g=(1, 1, 2, 4, 8)),
     ),
-    "ch04_q5_crossover": Key(
-        names=("crossover_tokens_q5",),
-        kind="value",
-        expected=_q5_crossover,
+    "ch04_q5_crossover": value(
+        "crossover_tokens_q5",
+        _q5_crossover,
         params={"d": Q1.d_model, "n": Q1.n_heads, "k": Q1.n_kv_heads},
         draw=_draw_q5,
     ),
-    "ch04_q4c_attention_time": Key(
-        names=("attention_to_mlp_time_ratio",),
-        kind="function",
-        reference=_attention_mlp_time_ratio,
-        cases=((128,), (1000,), (8192,), (65536,)),
+    "ch04_q4c_attention_time": function(
+        "attention_to_mlp_time_ratio", _attention_mlp_time_ratio, ((128,), (1000,), (8192,), (65536,))
     ),
-    "ch04_q6a_remat_work": Key(
-        names=("recomputed_work",),
-        kind="choice",
-        choices=("nothing", "attention", "mlp", "everything"),
-        expected=lambda: "attention",
+    "ch04_q6a_remat_work": choice("recomputed_work", "attention", ("nothing", "attention", "mlp", "everything")),
+    "ch04_q6b_remat_flops": function(
+        "remat_extra_flops",
+        # the forward attention products of one layer, multi-head, for each of the B sequences
+        lambda B, T, N, H: transformer.attention_cost(T, T, n_heads=N, n_kv_heads=N, head_dim=H).flops * B,
+        ((1, 4096, 32, 128), (8, 2048, 64, 128), (2, 100, 3, 7)),
     ),
-    "ch04_q6b_remat_flops": Key(
-        names=("remat_extra_flops",),
-        kind="function",
-        reference=_remat_extra_flops,
-        cases=((1, 4096, 32, 128), (8, 2048, 64, 128), (2, 100, 3, 7)),
-    ),
-    "ch04_q7_deepseek_mfu": Key(
-        names=("training_mfu",),
-        kind="value",
-        expected=_mfu,
+    "ch04_q7_deepseek_mfu": value(
+        "training_mfu",
+        _mfu,
         params={"run": "DeepSeek v3", "active_b": 37, "tokens_t": 14.8, "gpu_hours_m": 2.79},
         draw=_draw_mfu,
-        accept=lambda v: 0.12 <= _mfu(**v)["training_mfu"] <= 0.55,
+        accept=lambda v: 0.12 <= _mfu(**v) <= 0.55,
     ),
-    "ch04_q8a_moe_batch": Key(
-        names=("moe_critical_batch_tokens",),
-        kind="function",
-        reference=_moe_batch,
-        cases=((8, 2, 1.97e14, 8.1e11), (256, 8, 1.97e14, 8.1e11), (64, 4, 9.2e14, 1.6e12)),
+    "ch04_q8a_moe_batch": function(
+        "moe_critical_batch_tokens",
+        _moe_batch,
+        ((8, 2, 1.97e14, 8.1e11), (256, 8, 1.97e14, 8.1e11), (64, 4, 9.2e14, 1.6e12)),
     ),
-    "ch04_q8b_moe_deepseek": Key(
-        names=("moe_batch_tokens",),
-        kind="value",
+    "ch04_q8b_moe_deepseek": value(
+        "moe_batch_tokens",
+        lambda model, e, k, tpu: _moe_batch(e, k, roofline.critical_intensity(tpu), 1.0),  # the ridge, per byte
         rel_tol=0.02,
-        expected=_moe_named,
         params={"model": "DeepSeek v3", "e": 256, "k": 8, "tpu": "tpu-v5e"},
         draw=_draw_moe,
     ),
-    "ch04_q9_online_softmax": Key(
-        names=("online_softmax_attention",),
-        kind="jax",
-        check=JaxCheck(
-            recorder="traced",
-            cases=((64, 512, 32, 64), (128, 256, 16, 32), (32, 1024, 24, 256)),  # H < T: only scores reach T * S
-            inputs=_attention_inputs,
-            reference=_attention_reference,
-            atol=1e-4,
-            max_elements=lambda sizes: sizes[0] * sizes[1],
-        ),
+    "ch04_q9_online_softmax": program(
+        "online_softmax_attention",
+        recorder="traced",
+        cases=((64, 512, 32, 64), (128, 256, 16, 32), (32, 1024, 24, 256)),  # H < T: only scores reach T * S
+        inputs=_attention_inputs,
+        reference=_attention_reference,
+        atol=1e-4,
+        max_elements=lambda sizes: sizes[0] * sizes[1],
     ),
 }
 
@@ -405,6 +318,7 @@ def online_softmax_attention(q, k, v, block_size):
 PRINTED = {
     "ch04_q0a_remat_bytes": {"activations_none_bytes": 84e12, "activations_block_bytes": 4.2e12},
     "ch04_q1b_attention_share": {"attention_share_q1": 0.25},
+    "ch04_q6a_remat_work": {"recomputed_work": "attention"},  # the current text: the two attention products
     "ch04_q7_deepseek_mfu": {"training_mfu": 0.217},
     "ch04_q8b_moe_deepseek": {"moe_batch_tokens": 3840},
     "ch04_q0b_kv_example": {"kv_cache_bytes": 8 * 2**30},  # 2 * 8192 * 64 * 8192 = 8GiB
@@ -412,27 +326,13 @@ PRINTED = {
     "ch04_q5_crossover": {"crossover_tokens_q5": 8192},  # T = 2D
 }
 
-# Why the text's answer to each other question is not in PRINTED.
-UNPRINTED: dict[str, str] = {
+# Why the text's answer to a question is not in PRINTED, where that says more than its kind.
+UNPRINTED = {
     "ch04_q0c_crossover": "the text's 64K tokens for D = 8192 is the key's, but for Gemma it applies T = 8D (37k; "
     "32k in the February 2025 text), whose F = 4D, NH = D assumptions the model's given shapes break (69,120)",
-    "ch04_q0d_unembed_flops": "a function question: graded on its inputs; the text prints 6BTDV, no table of outputs",
     "ch04_q1a_params": "the text's 16B computes with D and F rounded to 4e3 and 16e3; its own formula with the "
     "given sizes gives 17.4e9, 8 % more",
-    "ch04_q2_sharded_flops": "a function question: graded on its inputs; the text prints the formulas, no table "
-    "of outputs",
-    "ch04_q3_contraction_flops": "a function question: graded on its inputs; the text prints 2IJKLMNO, no table "
-    "of outputs",
-    "ch04_q4a_attention_intensity": "a function question: graded on its inputs; the text prints the formula, no "
-    "table of outputs",
     "ch04_q4b_prefill_length": "the text's S = 240 drops its own formula's G / (G + 1) factor, which for G = 1 "
     "gives 480 (486 at 8.1e11 bytes/s): a slip in the text",
-    "ch04_q4c_attention_time": "a function question: graded on its inputs; the text asks for a plot and prints none",
-    "ch04_q6a_remat_work": "a choice question: PRINTED holds numbers only (the current text's answer, the two "
-    "attention products, is the key's)",
-    "ch04_q6b_remat_flops": "a function question: graded on its inputs; the current text prints 4BT^2NH, no "
-    "table of outputs",
-    "ch04_q8a_moe_batch": "a function question: graded on its inputs; the text prints B > 120 E / k, no table of "
-    "outputs",
-    "ch04_q9_online_softmax": "a JAX program, judged by running it",
+    "ch04_q4c_attention_time": "the text asks for a plot and prints none",
 }

@@ -5,15 +5,16 @@ from __future__ import annotations
 import random
 
 from book_lib import bounds, hardware, models, training, transformer
+from book_lib.hardware import get_chip
 from book_lib.parallelism import Layout
-from exercises.keys import JaxCheck, Key, text_chip
+from exercises.keys import choice, function, pick, program, value
+from exercises.keys.arrays import FSDP_GATHERS, normal, product
+from exercises.keys.chips import TPUS, TPUS_3D, text_chip
 
 # The worked problems' model (problems 5.1 to 5.4): LLaMA-2 13B, as book_lib's preset.
 L13 = models.get_model("llama-2-13b")
-# What a class's variant may draw.
-TORUS_TPUS = hardware.chip_names(ici_topology="3d-torus")  # 3D tori: three ICI axes per chip
-TPUS = hardware.chip_names(family="tpu", since="tpu-v4")
 MODELS = ("llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b", "llama-3.1-405b", "gemma-2-27b")
+WIDTHS = tuple(models.get_model(m).d_ff for m in MODELS)  # the F a class may draw
 SCHEMES = ("neither", "FSDP only", "FSDP+TP only", "both")
 WHY_NOT = ("yes", "no, memory", "no, communication")
 
@@ -23,31 +24,31 @@ def _c_checkpoints(model: transformer.TransformerConfig) -> float:
     return 1 + 2 * model.d_ff / model.d_model
 
 
-def _dp_max_params(tpu: str, *, text_hbm: bool = False) -> dict[str, float]:
-    # bf16 weights (2 bytes) and Adam's two fp32 moments (8 bytes), no gradients: the text's 10 bytes;
-    # the text divides its 96 GB (96e9 bytes), the chip has 96 GiB: both are accepted
+def _dp_max_params(tpu: str | hardware.Chip) -> float:
+    # bf16 weights (2 bytes) and Adam's two fp32 moments (8 bytes), no gradients: the text's 10 bytes
     per_param = training.zero_memory_per_chip(param_count=1, n_data=1, stage=0, grad_dtype=None, master_dtype=None)
-    chip = text_chip(tpu) if text_hbm else hardware.get_chip(tpu)
-    return {"dp_max_params": chip.hbm_bytes / per_param.total_bytes}
+    return get_chip(tpu).hbm_bytes / per_param.total_bytes
 
 
-def _dp_batches(tpu: str, pod_chips: int) -> dict[str, float]:
+def _dp_batches(tpu: str, pod_chips: int) -> tuple[float, float, float]:
     one, three = (bounds.compute_bound_batch_per_chip(tpu, strategy="dp", n_axes=n) for n in (1, 3))
-    return {"dp_batch_one_axis": one, "dp_batch_three_axes": three, "dp_pod_batch_tokens": three * pod_chips}
+    return (one, three, three * pod_chips)
 
 
-def _draw_dp_batches(r: random.Random) -> dict:
-    return {"tpu": r.choice(TORUS_TPUS), "pod_chips": r.choice((1024, 4096, 6144, 8192, 9216))}
+def _fsdp_floor(tpu: str) -> float:
+    """Tokens per chip pure FSDP over a pod's three axes needs to stay compute-bound."""
+    return bounds.compute_bound_batch_per_chip(tpu, strategy="fsdp", n_axes=3)
 
 
-def _fsdp_chips(tpu: str, batch_m: int) -> dict[str, float]:
-    return {"fsdp_max_chips": batch_m * 1e6 / bounds.compute_bound_batch_per_chip(tpu, strategy="fsdp", n_axes=3)}
+def _mixed_floor(tpu: str, f: int) -> float:
+    """Tokens per chip mixed FSDP and tensor parallelism need to stay compute-bound, for an MLP of width F."""
+    return bounds.compute_bound_batch_per_chip(tpu, strategy="fsdp+tp", d_ff=f)
 
 
-def _fsdp_days(model: str, p: int, tpu: str, batch_m: int, tokens_t: int, mfu: float) -> dict[str, float]:
+def _fsdp_days(model: str, p: int, tpu: str, batch_m: int, tokens_t: int, mfu: float) -> float:
     # p (the preset's parameter count) is printed in the statement; training_run counts it from the model
-    chips = int(batch_m * 1e6 // bounds.compute_bound_batch_per_chip(tpu, strategy="fsdp", n_axes=3))
-    return {"fsdp_training_days": training.training_run(model, tpu, chips, tokens=tokens_t * 1e12, mfu=mfu).days}
+    chips = int(batch_m * 1e6 // _fsdp_floor(tpu))
+    return training.training_run(model, tpu, chips, tokens=tokens_t * 1e12, mfu=mfu).days
 
 
 def _draw_fsdp_days(r: random.Random) -> dict:
@@ -55,115 +56,101 @@ def _draw_fsdp_days(r: random.Random) -> dict:
     return {
         "model": model,
         "p": models.get_model(model).param_count(),
-        "tpu": r.choice(TORUS_TPUS),
+        "tpu": r.choice(TPUS_3D),
         "batch_m": r.choice((4, 8, 16, 32)),
         "tokens_t": r.choice((2, 8, 15, 30)),
         "mfu": r.choice((0.3, 0.4, 0.5, 0.6)),
     }
 
 
-def _draw_f(r: random.Random) -> int:
-    return models.get_model(r.choice(MODELS)).d_ff
-
-
-def _zero(p_b: float, n: int) -> dict[str, float]:
-    return {
-        f"zero{stage}_bytes": training.zero_memory_per_chip(param_count=p_b * 1e9, n_data=n, stage=stage).total_bytes
-        for stage in range(4)
-    }
-
-
-def _memory_5_2(model: str, batch_m: int) -> dict[str, float]:
-    cfg = models.get_model(model)
-    mem = training.memory_per_chip(
-        cfg, "tpu-v5p", Layout(), batch_tokens=batch_m * 1e6, checkpoints_per_layer=_c_checkpoints(cfg)
+def _zero(p_b: float, n: int) -> tuple[float, ...]:
+    """Bytes per chip at each ZeRO stage, 0 to 3."""
+    return tuple(
+        training.zero_memory_per_chip(param_count=p_b * 1e9, n_data=n, stage=stage).total_bytes for stage in range(4)
     )
-    return {
-        "weights_optimizer_bytes": mem.params_bytes + mem.optimizer_bytes,
-        "activation_bytes": mem.activations_bytes,
-    }
 
 
-def _fsdp_5_3(model: str, batch_m: int, side: int) -> dict[str, float]:
+def _memory(model: str, batch_m: int, fsdp: int = 1) -> training.MemoryPerChip:
+    """Problems 5.2 and 5.3's memory per v5p, `fsdp` ways, with problem 5.2's checkpoints."""
     cfg = models.get_model(model)
-    mem = training.memory_per_chip(
-        cfg, "tpu-v5p", Layout(fsdp=side**3), batch_tokens=batch_m * 1e6, checkpoints_per_layer=_c_checkpoints(cfg)
-    )
-    bound = bounds.compute_bound_batch_per_chip("tpu-v5p", strategy="fsdp", n_axes=3)
-    return {
-        "fsdp_bytes_per_chip": mem.params_bytes + mem.optimizer_bytes + mem.activations_bytes,  # no gradients, as 5.2
-        "fsdp_min_batch_tokens": bound * side**3,
-    }
+    layout, c = Layout(fsdp=fsdp), _c_checkpoints(cfg)
+    return training.memory_per_chip(cfg, "tpu-v5p", layout, batch_tokens=batch_m * 1e6, checkpoints_per_layer=c)
 
 
-def _mixed_5_3(model: str, batch_m: int, side: int) -> dict[str, float]:
+def _memory_5_2(model: str, batch_m: int) -> tuple[float, float]:
+    mem = _memory(model, batch_m)
+    return (mem.params_bytes + mem.optimizer_bytes, mem.activations_bytes)
+
+
+def _fsdp_5_3(model: str, batch_m: int, side: int) -> tuple[float, float]:
+    mem = _memory(model, batch_m, side**3)
+    # no gradients, as 5.2
+    return (mem.params_bytes + mem.optimizer_bytes + mem.activations_bytes, _fsdp_floor("tpu-v5p") * side**3)
+
+
+def _mixed_5_3(model: str, batch_m: int, side: int) -> tuple[float, float, float]:
     n, cfg = side**3, models.get_model(model)
-    return {
-        "mixed_13b_batch_per_chip": bounds.compute_bound_batch_per_chip("tpu-v5p", strategy="fsdp+tp", d_ff=cfg.d_ff),
-        "mixed_fsdp_degree": bounds.optimal_fsdp_degree(n, batch_tokens=batch_m * 1e6, d_ff=cfg.d_ff),
-        "step_seconds": _step_flops(cfg, batch_m * 1e6) / (n * hardware.get_chip("tpu-v5p").peak_ops_per_s()),
-    }
-
-
-def _step_flops(cfg: transformer.TransformerConfig, batch_tokens: float) -> float:
-    """The text's 6 P B FLOPs of one step of B tokens: a run of B tokens."""
-    return training.training_run(cfg, "tpu-v5p", 1, tokens=batch_tokens, mfu=1.0).flops
-
-
-def _draw_5_3(r: random.Random) -> dict:
-    return {"model": r.choice(MODELS), "batch_m": r.choice((1, 2, 4, 6, 8, 12)), "side": r.choice((8, 12, 16))}
+    # the text's 6 P B FLOPs of one step of B tokens: a run of B tokens
+    step_flops = training.training_run(cfg, "tpu-v5p", 1, tokens=batch_m * 1e6, mfu=1.0).flops
+    return (
+        _mixed_floor("tpu-v5p", cfg.d_ff),
+        bounds.optimal_fsdp_degree(n, batch_tokens=batch_m * 1e6, d_ff=cfg.d_ff),
+        step_flops / (n * get_chip("tpu-v5p").peak_ops_per_s()),
+    )
 
 
 def _schemes(batch_m: int, side: int) -> str:
     """Which of pure FSDP and mixed FSDP + TP stay compute-bound on a v5p cube of side^3 chips."""
     per_chip = batch_m * 1e6 / side**3
-    fsdp = per_chip > bounds.compute_bound_batch_per_chip("tpu-v5p", strategy="fsdp", n_axes=3)
-    mixed = per_chip > bounds.compute_bound_batch_per_chip("tpu-v5p", strategy="fsdp+tp", d_ff=L13.d_ff)
+    fsdp = per_chip > _fsdp_floor("tpu-v5p")
+    mixed = per_chip > _mixed_floor("tpu-v5p", L13.d_ff)
     return SCHEMES[fsdp + 2 * mixed]
+
+
+def _text_params(layers: int, d: int, f: int, v: int) -> float:
+    """Problem 5.1's count, 3LDF + 4DNHL + 2VD (N H = D, untied embeddings, no norms), from book_lib's breakdown."""
+    model = transformer.TransformerConfig(
+        n_layers=layers, d_model=d, d_ff=f, n_heads=d // 128, n_kv_heads=d // 128, head_dim=128, vocab_size=v
+    )
+    parts = model.param_breakdown()
+    return parts.mlp + parts.attention + parts.embedding + parts.output
 
 
 def _fsdp_inputs(sizes: tuple[int, int, int], n: int, seed: int):
     """x: f32[n b, D] (rows over "X"), w_in: f32[D, F] (rows over "X"), w_out: f32[F, D] (columns over "X"), D = n d."""
-    import numpy as np
-
     b, d, f = sizes
-    rng = np.random.default_rng(seed)
-    shapes = ((n * b, n * d), (n * d, f), (f, n * d))
-    return tuple(rng.standard_normal(s).astype(np.float32) / np.sqrt(s[0]) for s in shapes), ()
+    return normal(((n * b, n * d), (n * d, f), (f, n * d)), seed), ()
 
 
-def _fsdp_reference(arrays, n: int):
-    x, w_in, w_out = (a.astype("float64") for a in arrays)
-    return (x @ w_in) @ w_out
-
+P53 = {
+    "params": {"model": "llama-2-13b", "batch_m": 3, "side": 16},
+    "draw": pick(model=MODELS, batch_m=(1, 2, 4, 6, 8, 12), side=(8, 12, 16)),
+}
 
 KEYS = {
-    "ch05_q0a_dp_max_params": Key(
-        names=("dp_max_params",),
-        kind="value",
-        expected=_dp_max_params,
-        also=(lambda tpu: _dp_max_params(tpu, text_hbm=True),),
+    "ch05_q0a_dp_max_params": value(
+        "dp_max_params",
+        _dp_max_params,
+        # the text divides its 96 GB (96e9 bytes), the chip has 96 GiB: both are accepted
+        also=(lambda tpu: _dp_max_params(text_chip(tpu)),),
         params={"tpu": "tpu-v5p"},
-        draw=lambda r: {"tpu": r.choice(TPUS)},
+        draw=pick(tpu=TPUS),
     ),
-    "ch05_q0b_dp_batch": Key(
-        names=("dp_batch_one_axis", "dp_batch_three_axes", "dp_pod_batch_tokens"),
-        kind="value",
-        expected=_dp_batches,
+    "ch05_q0b_dp_batch": value(
+        ("dp_batch_one_axis", "dp_batch_three_axes", "dp_pod_batch_tokens"),
+        _dp_batches,
         params={"tpu": "tpu-v5p", "pod_chips": 8960},
-        draw=_draw_dp_batches,
+        draw=pick(tpu=TPUS_3D, pod_chips=(1024, 4096, 6144, 8192, 9216)),
     ),
-    "ch05_q0c_fsdp_chips": Key(
-        names=("fsdp_max_chips",),
-        kind="value",
-        expected=_fsdp_chips,
+    "ch05_q0c_fsdp_chips": value(
+        "fsdp_max_chips",
+        lambda tpu, batch_m: batch_m * 1e6 / _fsdp_floor(tpu),
         params={"tpu": "tpu-v5p", "batch_m": 40},
-        draw=lambda r: {"tpu": r.choice(TORUS_TPUS), "batch_m": r.choice((4, 8, 16, 60, 100))},
+        draw=pick(tpu=TPUS_3D, batch_m=(4, 8, 16, 60, 100)),
     ),
-    "ch05_q0d_fsdp_days": Key(
-        names=("fsdp_training_days",),
-        kind="value",
-        expected=_fsdp_days,
+    "ch05_q0d_fsdp_days": value(
+        "fsdp_training_days",
+        _fsdp_days,
         params={
             "model": "llama-3-70b",
             "p": models.get_model("llama-3-70b").param_count(),
@@ -174,139 +161,77 @@ KEYS = {
         },
         draw=_draw_fsdp_days,
     ),
-    "ch05_q0e_max_tp": Key(
-        names=("max_tp_degree",),
-        kind="value",
+    "ch05_q0e_max_tp": value(
+        "max_tp_degree",
+        lambda tpu, f, n_axes: bounds.max_tensor_parallelism(tpu, d_ff=f, n_axes=n_axes),
         rel_tol=0,
-        expected=lambda tpu, f, n_axes: {"max_tp_degree": bounds.max_tensor_parallelism(tpu, d_ff=f, n_axes=n_axes)},
         params={"tpu": "tpu-v5p", "f": 28672, "n_axes": 1},
-        draw=lambda r: {"tpu": r.choice(TORUS_TPUS), "f": _draw_f(r), "n_axes": r.choice((1, 2, 3))},
+        draw=pick(tpu=TPUS_3D, f=WIDTHS, n_axes=(1, 2, 3)),
     ),
-    "ch05_q0f_optimal_fsdp": Key(
-        names=("x_opt",),
-        kind="value",
-        expected=lambda b, f, n: {"x_opt": bounds.optimal_fsdp_degree(n, batch_tokens=b, d_ff=f)},
+    "ch05_q0f_optimal_fsdp": value(
+        "x_opt",
+        lambda b, f, n: bounds.optimal_fsdp_degree(n, batch_tokens=b, d_ff=f),
         params={"b": 48000, "f": 32768, "n": 64},
-        draw=lambda r: {"b": r.choice((16000, 32000, 100000, 250000)), "f": _draw_f(r), "n": r.choice((64, 256, 512))},
+        draw=pick(b=(16000, 32000, 100000, 250000), f=WIDTHS, n=(64, 256, 512)),
     ),
-    "ch05_q0g_mixed_bound": Key(
-        names=("mixed_batch_per_chip", "mixed_batch_slice_tokens"),
-        kind="value",
-        expected=lambda tpu, f, n: {
-            "mixed_batch_per_chip": bounds.compute_bound_batch_per_chip(tpu, strategy="fsdp+tp", d_ff=f),
-            "mixed_batch_slice_tokens": bounds.compute_bound_batch_per_chip(tpu, strategy="fsdp+tp", d_ff=f) * n,
-        },
+    "ch05_q0g_mixed_bound": value(
+        ("mixed_batch_per_chip", "mixed_batch_slice_tokens"),
+        lambda tpu, f, n: (_mixed_floor(tpu, f), _mixed_floor(tpu, f) * n),
         params={"tpu": "tpu-v5p", "f": 32768, "n": 4096},
-        draw=lambda r: {"tpu": r.choice(TORUS_TPUS), "f": _draw_f(r), "n": r.choice((512, 1024, 2048, 8192))},
+        draw=pick(tpu=TPUS_3D, f=WIDTHS, n=(512, 1024, 2048, 8192)),
     ),
-    "ch05_q0h_dcn_batch": Key(
-        names=("dcn_batch_per_pod",),
-        kind="value",
+    "ch05_q0h_dcn_batch": value(
+        "dcn_batch_per_pod",
+        lambda tpu, pod_chips: bounds.dcn_compute_bound_batch(tpu, chips_per_pod=pod_chips),
         rel_tol=0.04,
-        expected=lambda tpu, pod_chips: {
-            "dcn_batch_per_pod": bounds.dcn_compute_bound_batch(tpu, chips_per_pod=pod_chips)
-        },
         params={"tpu": "tpu-v5p", "pod_chips": 8960},
-        draw=lambda r: {"tpu": r.choice(TPUS), "pod_chips": r.choice((256, 1024, 4096, 9216))},
+        draw=pick(tpu=TPUS, pod_chips=(256, 1024, 4096, 9216)),
     ),
-    "ch05_q0i_zero_memory": Key(
-        names=("zero0_bytes", "zero1_bytes", "zero2_bytes", "zero3_bytes"),
-        kind="value",
+    "ch05_q0i_zero_memory": value(
+        ("zero0_bytes", "zero1_bytes", "zero2_bytes", "zero3_bytes"),
+        _zero,
         rel_tol=0.02,
-        expected=_zero,
         params={"p_b": 7.5, "n": 64},
-        draw=lambda r: {"p_b": r.choice((1.5, 3.0, 13.0, 30.0, 70.0)), "n": r.choice((8, 16, 32, 256))},
+        draw=pick(p_b=(1.5, 3.0, 13.0, 30.0, 70.0), n=(8, 16, 32, 256)),
     ),
-    "ch05_q0j_bubble": Key(
-        names=("bubble_fraction",),
-        kind="function",
-        reference=lambda stages, microbatches: bounds.pipeline_bubble_fraction(
-            stages=stages, microbatches=microbatches
-        ),
-        cases=((4, 16), (8, 8), (2, 1), (16, 64)),
+    "ch05_q0j_bubble": function(
+        "bubble_fraction",
+        lambda stages, microbatches: bounds.pipeline_bubble_fraction(stages=stages, microbatches=microbatches),
+        ((4, 16), (8, 8), (2, 1), (16, 64)),
     ),
-    "ch05_q1_params": Key(
-        names=("params_13b",),
-        kind="value",
-        expected=lambda layers, d, f, v: {"params_13b": _text_params(layers, d, f, v)},
+    "ch05_q1_params": value(
+        "params_13b",
+        _text_params,
         params={"layers": L13.n_layers, "d": L13.d_model, "f": L13.d_ff, "v": L13.vocab_size},
-        draw=lambda r: {
-            "layers": r.choice((24, 32, 48, 60, 80)),
-            "d": r.choice((2048, 4096, 6144, 8192)),
-            "f": r.choice((11008, 14336, 22016, 28672)),
-            "v": r.choice((32000, 50304, 128256)),
-        },
-    ),
-    "ch05_q2_memory": Key(
-        names=("weights_optimizer_bytes", "activation_bytes"),
-        kind="value",
-        expected=_memory_5_2,
-        params={"model": "llama-2-13b", "batch_m": 16},
-        draw=lambda r: {"model": r.choice(MODELS), "batch_m": r.choice((1, 2, 4, 8, 32))},
-    ),
-    "ch05_q3a_pure_dp": Key(
-        names=("pure_dp",),
-        kind="choice",
-        choices=WHY_NOT,
-        expected=lambda: "no, memory",
-    ),
-    "ch05_q3b_fsdp": Key(
-        names=("fsdp_bytes_per_chip", "fsdp_min_batch_tokens"),
-        kind="value",
-        expected=_fsdp_5_3,
-        params={"model": "llama-2-13b", "batch_m": 3, "side": 16},
-        draw=_draw_5_3,
-    ),
-    "ch05_q3c_pure_fsdp": Key(
-        names=("pure_fsdp",),
-        kind="choice",
-        choices=WHY_NOT,
-        expected=lambda: "no, communication",
-    ),
-    "ch05_q3d_mixed": Key(
-        names=("mixed_13b_batch_per_chip", "mixed_fsdp_degree", "step_seconds"),
-        kind="value",
-        expected=_mixed_5_3,
-        params={"model": "llama-2-13b", "batch_m": 3, "side": 16},
-        draw=_draw_5_3,
-    ),
-    "ch05_q4a_one_million": Key(
-        names=("compute_bound_1m",),
-        kind="choice",
-        choices=SCHEMES,
-        expected=lambda: _schemes(1, 16),
-    ),
-    "ch05_q4b_ten_million": Key(
-        names=("compute_bound_10m",),
-        kind="choice",
-        choices=SCHEMES,
-        expected=lambda: _schemes(10, 16),
-    ),
-    "ch05_q5_fsdp_forward": Key(
-        names=("fsdp_forward",),
-        kind="jax",
-        check=JaxCheck(
-            recorder="sharded",
-            cases=((2, 4, 24), (3, 2, 40)),
-            inputs=_fsdp_inputs,
-            in_specs=(("X", None), ("X", None), (None, "X")),
-            reference=_fsdp_reference,
-            atol=1e-3,
-            block=lambda sizes, n: (sizes[0], n * sizes[1]),
-            collectives={"all-gather": (1, 2), "all-reduce": (0, 0), "reduce-scatter": (0, 0)},
-            needs_primitives=("shard_map", "all_gather"),
+        draw=pick(
+            layers=(24, 32, 48, 60, 80),
+            d=(2048, 4096, 6144, 8192),
+            f=(11008, 14336, 22016, 28672),
+            v=(32000, 50304, 128256),
         ),
+    ),
+    "ch05_q2_memory": value(
+        ("weights_optimizer_bytes", "activation_bytes"),
+        _memory_5_2,
+        params={"model": "llama-2-13b", "batch_m": 16},
+        draw=pick(model=MODELS, batch_m=(1, 2, 4, 8, 32)),
+    ),
+    "ch05_q3a_pure_dp": choice("pure_dp", "no, memory", WHY_NOT),
+    "ch05_q3b_fsdp": value(("fsdp_bytes_per_chip", "fsdp_min_batch_tokens"), _fsdp_5_3, **P53),
+    "ch05_q3c_pure_fsdp": choice("pure_fsdp", "no, communication", WHY_NOT),
+    "ch05_q3d_mixed": value(("mixed_13b_batch_per_chip", "mixed_fsdp_degree", "step_seconds"), _mixed_5_3, **P53),
+    "ch05_q4a_one_million": choice("compute_bound_1m", _schemes(1, 16), SCHEMES),
+    "ch05_q4b_ten_million": choice("compute_bound_10m", _schemes(10, 16), SCHEMES),
+    "ch05_q5_fsdp_forward": program(
+        "fsdp_forward",
+        cases=((2, 4, 24), (3, 2, 40)),
+        inputs=_fsdp_inputs,
+        in_specs=(("X", None), ("X", None), (None, "X")),
+        reference=product,
+        atol=1e-3,
+        **FSDP_GATHERS,
     ),
 }
-
-
-def _text_params(layers: int, d: int, f: int, v: int) -> float:
-    """Problem 5.1's count, 3LDF + 4DNHL + 2VD (N H = D, untied embeddings, no norms), from book_lib's breakdown."""
-    model = transformer.TransformerConfig(
-        n_layers=layers, d_model=d, d_ff=f, n_heads=d // 128, n_kv_heads=d // 128, head_dim=128, vocab_size=v
-    )
-    parts = model.param_breakdown()
-    return parts.mlp + parts.attention + parts.embedding + parts.output
 
 
 # Answers a student might plausibly write that must still lose their points (tests/course/test_grading.py).
@@ -338,8 +263,10 @@ PRINTED = {
     "ch05_q0i_zero_memory": {"zero0_bytes": 120e9, "zero1_bytes": 31.4e9, "zero2_bytes": 16.6e9, "zero3_bytes": 1.9e9},
     "ch05_q1_params": {"params_13b": 13.1e9},
     "ch05_q2_memory": {"weights_optimizer_bytes": 130e9, "activation_bytes": 42e12},
+    "ch05_q3a_pure_dp": {"pure_dp": "no, memory"},
     # its "almost exactly 8e12 = 8TB" over the 16x16x16 slice's 4096 chips, and its "850 * 4096 = 3.48M" tokens
     "ch05_q3b_fsdp": {"fsdp_bytes_per_chip": 8e12 / 4096, "fsdp_min_batch_tokens": 3.48e6},
+    "ch05_q3c_pure_fsdp": {"pure_fsdp": "no, communication"},
 }
 UNPRINTED = {
     "ch05_q0f_optimal_fsdp": "the text's printed 13.9 is a slip for its own formula's 13.7: the chapter notes it",
@@ -347,13 +274,7 @@ UNPRINTED = {
         "the text prints roughly 400 per chip, but its slice bound 1.6e10 is a typo for its own expression's "
         "1.6e6 tokens: an erratum in the chapter"
     ),
-    "ch05_q0j_bubble": "a function question: graded on its inputs, the text prints no table of outputs",
-    "ch05_q3a_pure_dp": "a choice question: PRINTED holds numbers only; the text's answer, no for memory, is the key's",
-    "ch05_q3c_pure_fsdp": (
-        "a choice question: PRINTED holds numbers only; the text's answer, no for communication, is the key's"
-    ),
     "ch05_q3d_mixed": "the text prints only the batch bound per chip (940), not the FSDP degree or the step time",
     "ch05_q4a_one_million": "the text prints no answer to its Question 4",
     "ch05_q4b_ten_million": "the text prints no answer to its Question 4",
-    "ch05_q5_fsdp_forward": "a JAX program, judged by running it",
 }

@@ -6,37 +6,22 @@ import dataclasses
 import random
 
 from book_lib import hardware, inference, models, roofline, topology, transformer
-from exercises.keys import JaxCheck, Key, text_chip
-
-# What a class's variant may draw.
-TPUS = hardware.chip_names(family="tpu", since="tpu-v4")
+from exercises.keys import function, pick, preset_sizes, program, sized_model, value
+from exercises.keys.chips import TPUS, text_chip
 
 # The model of Part 7's worked problems ("based on LLaMA-2 13B"), input and output embeddings shared.
 BOOK_CH7 = models.get_model("book-ch7")
-MODEL_71 = {
-    "layers": BOOK_CH7.n_layers,
-    "d": BOOK_CH7.d_model,
-    "f": BOOK_CH7.d_ff,
-    "n": BOOK_CH7.n_heads,
-    "k": BOOK_CH7.n_kv_heads,
-    "h": BOOK_CH7.head_dim,
-    "v": BOOK_CH7.vocab_size,
-}
+MODEL_PARAMS = preset_sizes("book-ch7")
+# Dense models with untied embeddings, as a statement names them, and their book_lib presets (Q0d).
+DENSE_MODELS = {"LLaMA 2 13B": "llama-2-13b", "LLaMA 2 7B": "llama-2-7b", "LLaMA 3 8B": "llama-3-8b"}
 
 
-def _model(layers: int, d: int, f: int, n: int, k: int, h: int, v: int, e: int = 1, top_k: int = 1):
-    return transformer.TransformerConfig(
-        n_layers=layers,
-        d_model=d,
-        d_ff=f,
-        n_heads=n,
-        n_kv_heads=k,
-        head_dim=h,
-        vocab_size=v,
-        tied_embeddings=True,
-        n_experts=e,
-        experts_per_token=top_k,
-    )
+def _model(e: int = 1, top_k: int = 1, **sizes) -> transformer.TransformerConfig:
+    """The text's form of model: embeddings tied, `e` experts of which `top_k` per token."""
+    return sized_model(**sizes, tied_embeddings=True, n_experts=e, experts_per_token=top_k)
+
+
+assert _model(**MODEL_PARAMS) == dataclasses.replace(BOOK_CH7, name="", source=""), "the text's model is the preset"
 
 
 def _draw_model(r: random.Random) -> dict:
@@ -54,182 +39,89 @@ def _draw_model(r: random.Random) -> dict:
     }
 
 
-def _critical_batches(tpu: str) -> dict[str, float]:
-    # A [B, D] x [D, F] matmul with B << D, F does 2 B D F operations on D F weights of w bytes each:
-    # intensity 2 B / w, compute-bound once it passes the chip's ops per HBM byte.
-    return {
-        "critical_batch_bf16": roofline.critical_intensity(tpu, "bf16") * 2 / 2,
-        "critical_batch_int8_weights": roofline.critical_intensity(tpu, "bf16") * 1 / 2,
-        "critical_batch_int8": roofline.critical_intensity(tpu, "int8") * 1 / 2,
-    }
+def critical_batches(tpu: str) -> tuple[float, float, float]:
+    """The text's B << D, F limit of the critical batch: w / 2 times the chip's operations per HBM byte.
+
+    A [B, D] x [D, F] matmul does 2 B D F operations on D F weights of w bytes each: intensity 2 B / w,
+    compute-bound once it passes the ridge. For bf16 weights, int8 weights with bf16 FLOPs, and int8 both.
+    """
+    return (
+        roofline.critical_intensity(tpu, "bf16") * 2 / 2,
+        roofline.critical_intensity(tpu, "bf16") * 1 / 2,
+        roofline.critical_intensity(tpu, "int8") * 1 / 2,
+    )
 
 
-def _pop_quiz(params_b: int, kv_kb: int, context: int, tpu: str, chips: int, small: int, big: int) -> dict:
-    def step(batch: int) -> float:
-        return inference.decode_step_time_from_sizes(
-            param_count=params_b * 1e9,
-            kv_bytes_per_token=kv_kb * 1e3,
-            chip=tpu,
-            n_chips=chips,
-            batch=batch,
-            context_len=context,
-            param_dtype="int8",
-        ).t_lower
-
-    return {"step_time_small_s": step(small), "step_time_big_s": step(big)}
+def _pop_quiz(params_b: int, kv_kb: int, context: int, tpu: str, chips: int, small: int, big: int):
+    sizes = {"param_count": params_b * 1e9, "kv_bytes_per_token": kv_kb * 1e3, "chip": tpu, "n_chips": chips}
+    return tuple(
+        inference.decode_step_time_from_sizes(**sizes, batch=b, context_len=context, param_dtype="int8").t_lower
+        for b in (small, big)
+    )
 
 
-def _draw_pop_quiz(r: random.Random) -> dict:
-    return {
-        "params_b": r.choice((8, 13, 30, 70)),
-        "kv_kb": r.choice((50, 100, 160, 320)),
-        "context": r.choice((2048, 4096, 8192, 16384)),
-        "tpu": r.choice(TPUS),
-        "chips": r.choice((8, 16, 32)),
-        "small": r.choice((1, 2, 4, 8)),
-        "big": r.choice((256, 512, 1024)),
-    }
+def _kv_13b(layers: int, k: int, h: int, seq: int) -> float:
+    """LLaMA 2 13B's bf16 KV cache of `seq` tokens, with `layers` layers of `k` KV heads of `h`."""
+    model = sized_model(**{**preset_sizes("llama-2-13b"), "layers": layers, "k": k, "h": h})
+    return model.kv_cache_bytes_per_token("bf16") * seq
 
 
-def _kv_13b(layers: int, k: int, h: int, seq: int) -> dict[str, float]:
-    model = dataclasses.replace(models.get_model("llama-2-13b"), n_layers=layers, n_kv_heads=k, head_dim=h)
-    return {"kv_cache_bytes_13b": model.kv_cache_bytes_per_token("bf16") * seq}
-
-
-def _draw_kv_13b(r: random.Random) -> dict:
-    return {
-        "layers": r.choice((32, 40, 48, 80)),
-        "k": r.choice((1, 8, 20, 40)),
-        "h": 128,
-        "seq": r.choice((4096, 8192, 32768)),
-    }
-
-
-# Dense models with untied embeddings, as a statement names them, and their book_lib presets (Q0d).
-DENSE_MODELS = {"LLaMA 2 13B": "llama-2-13b", "LLaMA 2 7B": "llama-2-7b", "LLaMA 3 8B": "llama-3-8b"}
-
-
-def _sizes(name: str) -> dict:
-    m = models.get_model(DENSE_MODELS[name])
-    return {
-        "layers": m.n_layers,
-        "d": m.d_model,
-        "f": m.d_ff,
-        "n": m.n_heads,
-        "k": m.n_kv_heads,
-        "h": m.head_dim,
-        "v": m.vocab_size,
-    }
-
-
-def _serving_table(model: str, chips: int, context: int, text_hbm: bool = False, **sizes) -> dict[str, float]:
-    """The serving table's row; with `text_hbm`, on the text's 16 GB v5e (`_v5e`)."""
+def _serving_table(model: str, chips: int, context: int, chip: str | hardware.Chip = "tpu-v5e", **sizes):
+    """The serving table's row: the largest batch, a step at batch 1, tokens/s at the largest batch."""
     config = models.get_model(DENSE_MODELS[model])
-    assert sizes == _sizes(model), "the statement prints the preset's sizes"
-    v5e = _v5e(text_hbm)
-    largest = inference.max_batch(config, v5e, chips, context_len=context)
+    assert sizes == preset_sizes(DENSE_MODELS[model]), "the statement prints the preset's sizes"
+    largest = inference.max_batch(config, chip, chips, context_len=context)
 
     def step(batch: int) -> inference.DecodeStep:
+        kv = config.kv_cache_bytes_per_token("bf16")
         return inference.decode_step_time_from_sizes(
             param_count=config.param_count(),
-            kv_bytes_per_token=config.kv_cache_bytes_per_token("bf16"),
-            chip=v5e,
+            kv_bytes_per_token=kv,
+            chip=chip,
             n_chips=chips,
             batch=batch,
             context_len=context,
         )
 
-    return {
-        "max_batch_13b": largest,
-        "step_time_batch1_13b_s": step(1).t_lower,
-        "tokens_per_s_at_max_13b": step(largest).tokens_per_s,
-    }
+    return (largest, step(1).t_lower, step(largest).tokens_per_s)
 
 
 def _draw_serving_table(r: random.Random) -> dict:
     model = r.choice(sorted(DENSE_MODELS))
-    return {"model": model, **_sizes(model), "chips": r.choice((4, 8, 16)), "context": r.choice((2048, 4096, 8192))}
+    sizes = preset_sizes(DENSE_MODELS[model])
+    return {"model": model, **sizes, "chips": r.choice((4, 8, 16)), "context": r.choice((2048, 4096, 8192))}
 
 
-def _serves_one(v: dict) -> bool:
-    """The slice holds the weights and at least one sequence's cache."""
-    return inference.max_batch(DENSE_MODELS[v["model"]], "tpu-v5e", v["chips"], context_len=v["context"]) > 0
-
-
-def _params_and_kv(**m) -> dict[str, float]:
-    model = _model(**m)
-    return {"params_71": model.param_count(), "kv_bytes_per_token_71": model.kv_cache_bytes_per_token("int8")}
-
-
-def _text_params_71(**m) -> dict[str, float]:
-    """The printed count, without the RMSNorm vectors: L D (3F + 2H(N + K)) + D V."""
-    layers, d, f, n, k, h, v = (m[x] for x in ("layers", "d", "f", "n", "k", "h", "v"))
-    return {
-        "params_71": layers * d * (3 * f + 2 * h * (n + k)) + d * v,
-        "kv_bytes_per_token_71": _model(**m).kv_cache_bytes_per_token("int8"),
-    }
-
-
-def _v5e(text_hbm: bool) -> hardware.Chip:
-    """The v5e of Part 7's problems: its 16 GiB, or the text's 16 GB of 1e9 bytes (`text_chip`)."""
-    return text_chip("tpu-v5e") if text_hbm else hardware.get_chip("tpu-v5e")
-
-
-def _max_batches(context: int, text_hbm: bool = False, **m) -> dict[str, float]:
-    model = _model(**m)
+def _max_batches(context: int, chip: str | hardware.Chip = "tpu-v5e", **m) -> tuple[int, int]:
+    """The largest batches of 16 chips, the model as given (GQA) and with one KV head (MQA), all int8."""
+    model, kw = _model(**m), {"param_dtype": "int8", "kv_dtype": "int8"}
     mqa = dataclasses.replace(model, n_kv_heads=1)
-    kw = {"param_dtype": "int8", "kv_dtype": "int8"}
-    return {
-        "max_batch_gqa": inference.max_batch(model, _v5e(text_hbm), 16, context_len=context, **kw),
-        "max_batch_mqa": inference.max_batch(mqa, _v5e(text_hbm), 16, context_len=context, **kw),
-    }
+    return tuple(inference.max_batch(x, chip, 16, context_len=context, **kw) for x in (model, mqa))
 
 
-def _draw_max_batches(r: random.Random) -> dict:
-    return {**_draw_model(r), "context": r.choice((2048, 4096, 8192))}
-
-
-def _weight_load(**m) -> dict[str, float]:
-    int8 = {"param_dtype": "int8", "kv_dtype": "int8"}
-    step = inference.decode_step_time(_model(**m), "tpu-v5e", 16, batch=1, context_len=1, **int8)
-    return {"weight_load_s": step.t_weights}
-
-
-def _moe(e: int, top_k: int, ridge: float | None = None, **m) -> dict[str, float]:
+def _moe(e: int, top_k: int, ridge: float | None = None, **m) -> tuple[float, float, float, float]:
+    """Parameters, critical batch (bf16 weights and FLOPs; each expert sees k B / E tokens), KV bytes, FLOPs/token."""
     model = _model(**m, e=e, top_k=top_k)
-    chip = hardware.get_chip("tpu-v5e")
-    flops, hbm = (chip.bf16_flops_per_s, chip.hbm_bytes_per_s) if ridge is None else (ridge, 1.0)
-    return {
-        "moe_params": model.param_count(),
-        # bf16 weights and FLOPs: each expert sees k B / E tokens
-        "moe_critical_batch": transformer.moe_critical_batch(e, top_k, flops, hbm, param_dtype="bf16"),
-        "moe_kv_bytes_per_token": model.kv_cache_bytes_per_token("int8"),
-        "moe_flops_per_token": 2 * model.active_param_count(),
-    }
+    ridge = roofline.critical_intensity("tpu-v5e") if ridge is None else ridge
+    return (
+        model.param_count(),
+        transformer.moe_critical_batch(e, top_k, ridge, 1.0, param_dtype="bf16"),
+        model.kv_cache_bytes_per_token("int8"),
+        2 * model.active_param_count(),
+    )
 
 
-def _draw_moe(r: random.Random) -> dict:
-    return {**_draw_model(r), "e": r.choice((8, 16, 32, 64)), "top_k": r.choice((1, 2, 4))}
-
-
-def _expert_sharding(e: int, top_k: int, text_hbm: bool = False, **m) -> dict[str, float]:
+def _expert_sharding(e: int, top_k: int, chip: str | hardware.Chip = "tpu-v5e", **m) -> tuple[float, float, int]:
+    """int8 weights on an 8x16 slice: the time to load them, the HBM left per chip, the fewest chips that hold them."""
     model = _model(**m, e=e, top_k=top_k)
     weights = model.param_count()  # int8: one byte each
-    slice_ = topology.Slice(chip=_v5e(text_hbm), shape=(8, 16))
-    chip = slice_.chip
-    return {
-        "expert_load_s": weights / (slice_.n_chips * chip.hbm_bytes_per_s),
-        "free_hbm_per_chip_bytes": chip.hbm_bytes - weights / slice_.n_chips,
-        "smallest_slice_chips": inference.min_chips(
-            model, chip, batch=1, context_len=1, param_dtype="int8", kv_dtype="int8"
-        ),
-    }
-
-
-def _two_d_threshold(f: int, d: int) -> float:
-    # 1D model parallelism moves 4 B D / 3 per W_ici; 2D weight-stationary at its best split
-    # (X = sqrt(N D / 2F)) moves 4 B sqrt(2 F D / N): 2D wins once N > 18 F / D.
-    return (4 / 3) ** -2 * 32 * f / d
+    slice_ = topology.Slice(chip=hardware.get_chip(chip), shape=(8, 16))
+    spec = slice_.chip
+    return (
+        weights / (slice_.n_chips * spec.hbm_bytes_per_s),
+        spec.hbm_bytes - weights / slice_.n_chips,
+        inference.min_chips(model, spec, batch=1, context_len=1, param_dtype="int8", kv_dtype="int8"),
+    )
 
 
 def _decode_inputs(sizes: tuple[int, int, int, int], n: int, seed: int):
@@ -255,115 +147,119 @@ def _decode_reference(arrays, n: int, pos: int):
     return np.einsum("bs,bsh->bh", p / p.sum(axis=1, keepdims=True), values)
 
 
-MODEL_PARAMS = dict(MODEL_71)
-assert _model(**MODEL_PARAMS) == dataclasses.replace(BOOK_CH7, name="", source=""), (
-    "the text's model is book_lib's preset"
-)
+MOE = {"params": {**MODEL_PARAMS, "e": 16, "top_k": 2}, "draw": pick(_draw_model, e=(8, 16, 32, 64), top_k=(1, 2, 4))}
+V5E_TEXT = text_chip("tpu-v5e")  # the text's 16 GB of 1e9 bytes per chip
 
 KEYS = {
-    "ch07_q0a_critical_batch": Key(
-        names=("critical_batch_bf16", "critical_batch_int8_weights", "critical_batch_int8"),
-        kind="value",
+    "ch07_q0a_critical_batch": value(
+        ("critical_batch_bf16", "critical_batch_int8_weights", "critical_batch_int8"),
+        critical_batches,
         rel_tol=0.02,
-        expected=_critical_batches,
         params={"tpu": "tpu-v5e"},
-        draw=lambda r: {"tpu": r.choice(TPUS)},
+        draw=pick(tpu=TPUS),
     ),
-    "ch07_q0b_pop_quiz": Key(
-        names=("step_time_small_s", "step_time_big_s"),
-        kind="value",
+    "ch07_q0b_pop_quiz": value(
+        ("step_time_small_s", "step_time_big_s"),
+        _pop_quiz,
         rel_tol=0.04,
-        expected=_pop_quiz,
         params={"params_b": 30, "kv_kb": 100, "context": 8192, "tpu": "tpu-v5e", "chips": 16, "small": 4, "big": 256},
-        draw=_draw_pop_quiz,
-    ),
-    "ch07_q0c_kv_13b": Key(
-        names=("kv_cache_bytes_13b",),
-        kind="value",
-        expected=_kv_13b,
-        params={"layers": 40, "k": 40, "h": 128, "seq": 8192},
-        draw=_draw_kv_13b,
-    ),
-    "ch07_q0d_serving_13b": Key(
-        names=("max_batch_13b", "step_time_batch1_13b_s", "tokens_per_s_at_max_13b"),
-        kind="value",
-        rel_tol=0.02,
-        expected=_serving_table,
-        also=(lambda **v: _serving_table(**v, text_hbm=True),),
-        params={"model": "LLaMA 2 13B", **_sizes("LLaMA 2 13B"), "chips": 8, "context": 8192},
-        draw=_draw_serving_table,
-        accept=_serves_one,
-    ),
-    "ch07_q1_params_kv": Key(
-        names=("params_71", "kv_bytes_per_token_71"),
-        kind="value",
-        expected=_params_and_kv,
-        also=(_text_params_71,),
-        params=MODEL_PARAMS,
-        draw=_draw_model,
-    ),
-    "ch07_q2_max_batch": Key(
-        names=("max_batch_gqa", "max_batch_mqa"),
-        kind="value",
-        expected=_max_batches,
-        also=(lambda **v: _max_batches(**v, text_hbm=True),),
-        params={**MODEL_PARAMS, "context": 8192},
-        draw=_draw_max_batches,
-        accept=lambda v: _max_batches(**v)["max_batch_gqa"] > 0,
-    ),
-    "ch07_q3_weight_load": Key(
-        names=("weight_load_s",),
-        kind="value",
-        expected=_weight_load,
-        params=MODEL_PARAMS,
-        draw=_draw_model,
-    ),
-    "ch07_q5_moe": Key(
-        names=("moe_params", "moe_critical_batch", "moe_kv_bytes_per_token", "moe_flops_per_token"),
-        kind="value",
-        expected=_moe,
-        also=(lambda **v: _moe(**v, ridge=240),),  # the text's v5e ridge, 240 FLOPs per byte
-        params={**MODEL_PARAMS, "e": 16, "top_k": 2},
-        draw=_draw_moe,
-    ),
-    "ch07_q6_expert_sharding": Key(
-        names=("expert_load_s", "free_hbm_per_chip_bytes", "smallest_slice_chips"),
-        kind="value",
-        expected=_expert_sharding,
-        also=(lambda **v: _expert_sharding(**v, text_hbm=True),),
-        params={**MODEL_PARAMS, "e": 16, "top_k": 2},
-        draw=_draw_moe,
-        accept=lambda v: _expert_sharding(**v)["free_hbm_per_chip_bytes"] > 0,
-    ),
-    "ch07_q7_two_d_sharding": Key(
-        names=("chips_for_2d_to_win",),
-        kind="function",
-        reference=_two_d_threshold,
-        cases=((16384, 4096), (28672, 8192), (3, 1), (8, 1)),
-    ),
-    "ch07_q8_speculative": Key(
-        names=("tokens_per_target_step",),
-        kind="function",
-        reference=lambda rate, k: inference.speculative_tokens_per_step(acceptance_rate=rate, draft_len=k),
-        cases=((0.8, 4), (0.5, 1), (0.9, 8), (0.0, 3), (1.0, 5)),
-    ),
-    "ch07_q9_cached_attention": Key(
-        names=("cached_decode_attention",),
-        kind="jax",
-        check=JaxCheck(
-            recorder="sharded",
-            cases=((8, 64, 16, 10), (16, 32, 8, 31), (8, 128, 32, 0)),
-            inputs=_decode_inputs,
-            in_specs=(("X", None), ("X", None, None), ("X", None, None), ("X", None), ("X", None)),
-            reference=_decode_reference,
-            atol=1e-4,
-            block=lambda sizes, n: (sizes[0] // n, sizes[2]),
-            collectives={"all-reduce": (0, 0), "all-gather": (0, 0), "reduce-scatter": (0, 0), "all-to-all": (0, 0)},
-            # the caches hold B S H values each: a grown (concatenated) cache or a [B, S, S] score
-            # array is larger than that
-            max_elements=lambda sizes: sizes[0] * sizes[1] * sizes[2] + 1,
-            needs_primitives=("dynamic_update_slice",),
+        draw=pick(
+            params_b=(8, 13, 30, 70),
+            kv_kb=(50, 100, 160, 320),
+            context=(2048, 4096, 8192, 16384),
+            tpu=TPUS,
+            chips=(8, 16, 32),
+            small=(1, 2, 4, 8),
+            big=(256, 512, 1024),
         ),
+    ),
+    "ch07_q0c_kv_13b": value(
+        "kv_cache_bytes_13b",
+        _kv_13b,
+        params={"layers": 40, "k": 40, "h": 128, "seq": 8192},
+        draw=pick(layers=(32, 40, 48, 80), k=(1, 8, 20, 40), seq=(4096, 8192, 32768)),
+    ),
+    "ch07_q0d_serving_13b": value(
+        ("max_batch_13b", "step_time_batch1_13b_s", "tokens_per_s_at_max_13b"),
+        _serving_table,
+        also=(lambda **v: _serving_table(**v, chip=V5E_TEXT),),
+        rel_tol=0.02,
+        params={"model": "LLaMA 2 13B", **preset_sizes("llama-2-13b"), "chips": 8, "context": 8192},
+        draw=_draw_serving_table,
+        # the slice holds the weights and at least one sequence's cache
+        accept=lambda v: (
+            inference.max_batch(DENSE_MODELS[v["model"]], "tpu-v5e", v["chips"], context_len=v["context"]) > 0
+        ),
+    ),
+    "ch07_q1_params_kv": value(
+        ("params_71", "kv_bytes_per_token_71"),
+        lambda **m: (_model(**m).param_count(), _model(**m).kv_cache_bytes_per_token("int8")),
+        # the printed count, without the RMSNorm vectors: L D (3F + 2H(N + K)) + D V
+        also=(
+            lambda layers, d, f, n, k, h, v: (
+                layers * d * (3 * f + 2 * h * (n + k)) + d * v,
+                _model(layers=layers, d=d, f=f, n=n, k=k, h=h, v=v).kv_cache_bytes_per_token("int8"),
+            ),
+        ),
+        params=MODEL_PARAMS,
+        draw=_draw_model,
+    ),
+    "ch07_q2_max_batch": value(
+        ("max_batch_gqa", "max_batch_mqa"),
+        _max_batches,
+        also=(lambda **v: _max_batches(**v, chip=V5E_TEXT),),
+        params={**MODEL_PARAMS, "context": 8192},
+        draw=pick(_draw_model, context=(2048, 4096, 8192)),
+        accept=lambda v: _max_batches(**v)[0] > 0,
+    ),
+    "ch07_q3_weight_load": value(
+        "weight_load_s",
+        lambda **m: (
+            inference.decode_step_time(
+                _model(**m), "tpu-v5e", 16, batch=1, context_len=1, param_dtype="int8", kv_dtype="int8"
+            ).t_weights
+        ),
+        params=MODEL_PARAMS,
+        draw=_draw_model,
+    ),
+    "ch07_q5_moe": value(
+        ("moe_params", "moe_critical_batch", "moe_kv_bytes_per_token", "moe_flops_per_token"),
+        _moe,
+        also=(lambda **v: _moe(**v, ridge=240),),  # the text's v5e ridge, 240 FLOPs per byte
+        **MOE,
+    ),
+    "ch07_q6_expert_sharding": value(
+        ("expert_load_s", "free_hbm_per_chip_bytes", "smallest_slice_chips"),
+        _expert_sharding,
+        also=(lambda **v: _expert_sharding(**v, chip=V5E_TEXT),),
+        accept=lambda v: _expert_sharding(**v)[1] > 0,
+        **MOE,
+    ),
+    "ch07_q7_two_d_sharding": function(
+        "chips_for_2d_to_win",
+        # 1D model parallelism moves 4 B D / 3 per W_ici; 2D weight-stationary at its best split
+        # (X = sqrt(N D / 2F)) moves 4 B sqrt(2 F D / N): 2D wins once N > 18 F / D.
+        lambda f, d: (4 / 3) ** -2 * 32 * f / d,
+        ((16384, 4096), (28672, 8192), (3, 1), (8, 1)),
+    ),
+    "ch07_q8_speculative": function(
+        "tokens_per_target_step",
+        lambda rate, k: inference.speculative_tokens_per_step(acceptance_rate=rate, draft_len=k),
+        ((0.8, 4), (0.5, 1), (0.9, 8), (0.0, 3), (1.0, 5)),
+    ),
+    "ch07_q9_cached_attention": program(
+        "cached_decode_attention",
+        cases=((8, 64, 16, 10), (16, 32, 8, 31), (8, 128, 32, 0)),
+        inputs=_decode_inputs,
+        in_specs=(("X", None), ("X", None, None), ("X", None, None), ("X", None), ("X", None)),
+        reference=_decode_reference,
+        atol=1e-4,
+        block=lambda sizes, n: (sizes[0] // n, sizes[2]),
+        collectives={"all-reduce": (0, 0), "all-gather": (0, 0), "reduce-scatter": (0, 0), "all-to-all": (0, 0)},
+        # the caches hold B S H values each: a grown (concatenated) cache or a [B, S, S] score
+        # array is larger than that
+        max_elements=lambda sizes: sizes[0] * sizes[1] * sizes[2] + 1,
+        needs_primitives=("dynamic_update_slice",),
     ),
 }
 
@@ -399,10 +295,6 @@ UNPRINTED = {
     "ch07_q3_weight_load": "the text prints no answer to its problem 7.3",
     "ch07_q5_moe": "the text prints no answer to its problem 7.5",
     "ch07_q6_expert_sharding": "the text prints no answer to its problem 7.6",
-    "ch07_q7_two_d_sharding": (
-        "a function question: graded on its inputs; the text's one printed case, 81 chips for F = 4D, is a slip "
-        "for its own 128 (3/4)^2 = 72, which the exercise notes"
-    ),
-    "ch07_q8_speculative": "a function question: graded on its inputs, the text prints no table of outputs",
-    "ch07_q9_cached_attention": "a JAX program, judged by running it",
+    "ch07_q7_two_d_sharding": "the text's one printed case, 81 chips for F = 4D, is a slip for its own "
+    "128 (3/4)^2 = 72, which the exercise notes",
 }

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import random
 
 from book_lib import bounds, hardware, inference, models, roofline, topology, transformer
-from exercises.keys import JaxCheck, Key
+from exercises.keys import pick, preset_sizes, program, value
+from exercises.keys.arrays import normal
+from exercises.keys.ch07_inference import critical_batches
+from exercises.keys.chips import TPUS, text_chip
 
 # Dense models with a gated MLP, untied embeddings and two norms per layer, as a statement names them,
 # and their book_lib presets (each statement prints the preset's sizes: `_fields`).
@@ -18,32 +20,23 @@ MODELS = {
     "LLaMA 3.1 405B": "llama-3.1-405b",
     "Mistral 7B": "mistral-7b",
 }
-TPUS = hardware.chip_names(family="tpu", since="tpu-v4")
 MEDIAN_DECODE = 512  # the text's median generation length (tokens)
+INT8 = {"param_dtype": "int8", "kv_dtype": "int8"}
 
 
 def _fields(model: str) -> dict:
-    m = models.get_model(MODELS[model])
-    return {
-        "model": model,
-        "layers": m.n_layers,
-        "d": m.d_model,
-        "f": m.d_ff,
-        "n": m.n_heads,
-        "k": m.n_kv_heads,
-        "h": m.head_dim,
-        "v": m.vocab_size,
-    }
+    return {"model": model, **preset_sizes(MODELS[model])}
 
 
 def _named(model: str, **sizes) -> transformer.TransformerConfig:
     """The preset a statement names; the statement prints exactly its sizes."""
-    assert sizes == {k: v for k, v in _fields(model).items() if k != "model"}, "the statement prints the preset"
+    assert sizes == preset_sizes(MODELS[model]), "the statement prints the preset"
     return models.get_model(MODELS[model])
 
 
-def _draw_model(r: random.Random, names=tuple(MODELS)) -> dict:
-    return _fields(r.choice(sorted(names)))
+def _models(*names: str):
+    """A draw of one of the models `names` (any by default), with the sizes its statement prints."""
+    return lambda r: _fields(r.choice(sorted(names or MODELS)))
 
 
 LLAMA70 = _fields("LLaMA 3 70B")
@@ -52,11 +45,10 @@ LLAMA70 = _fields("LLaMA 3 70B")
 # ---- the chip, the KV cache and the smallest slice --------------------------------------------------
 
 
-def _flops_per_usd(usd_h100: float, usd_v5p: float, usd_v5e: float) -> dict[str, float]:
+def _flops_per_usd(usd_h100: float, usd_v5p: float, usd_v5e: float) -> tuple[float, float, float]:
     prices = {"h100": usd_h100, "tpu-v5p": usd_v5p, "tpu-v5e": usd_v5e}
     # bf16 peak over the price per second, as the chapter's table computes it
-    out = {name: hardware.get_chip(name).peak_ops_per_s("bf16") / (usd / 3600) for name, usd in prices.items()}
-    return {"flops_per_usd_h100": out["h100"], "flops_per_usd_v5p": out["tpu-v5p"], "flops_per_usd_v5e": out["tpu-v5e"]}
+    return tuple(hardware.get_chip(name).peak_ops_per_s("bf16") / (usd / 3600) for name, usd in prices.items())
 
 
 TEXT_PRICES = {f"usd_{k.removeprefix('tpu-')}": v for k, v in hardware.PRICES_USD_PER_CHIP_HOUR.items()}
@@ -66,35 +58,18 @@ def _draw_prices(r: random.Random) -> dict:
     return {name: round(price * r.choice((0.5, 0.6, 0.75, 1.4, 1.6, 2.0)), 2) for name, price in TEXT_PRICES.items()}
 
 
-def _kv_sizes(context: int, batch: int, kib_as_kb: bool = False, **m) -> dict[str, float]:
+def _kv_sizes(context: int, batch: int, kib_as_kb: bool = False, **m) -> tuple[float, float, float]:
     # the text writes LLaMA 3 70B's 163,840 bytes (160 KiB) as "160 kB": that reading is accepted too
     per_token = _named(**m).kv_cache_bytes_per_token("int8") * (1000 / 1024 if kib_as_kb else 1)
-    return {
-        "kv_bytes_per_token_int8": per_token,
-        "kv_bytes_per_sequence": per_token * context,
-        "kv_bytes_batch": per_token * context * batch,
-    }
+    return (per_token, per_token * context, per_token * context * batch)
 
 
-def _draw_kv(r: random.Random) -> dict:
-    return {**_draw_model(r), "context": r.choice((4096, 8192, 16384, 65536)), "batch": r.choice((64, 128, 512))}
-
-
-def _batch_memory(tpu: str, batch: int, context: int, **m) -> dict[str, float]:
-    model, kw = _named(**m), {"param_dtype": "int8", "kv_dtype": "int8"}
-    return {
-        "memory_bytes_int8": inference.memory_bytes(model, batch=batch, context_len=context, **kw),
-        "smallest_slice_chips": inference.min_chips(model, tpu, batch=batch, context_len=context, **kw),
-    }
-
-
-def _draw_batch_memory(r: random.Random) -> dict:
-    return {
-        **_draw_model(r),
-        "tpu": r.choice(("tpu-v5e", "tpu-v6e")),
-        "batch": r.choice((8, 16, 64, 128)),
-        "context": r.choice((2048, 4096, 16384)),
-    }
+def _batch_memory(tpu: str, batch: int, context: int, **m) -> tuple[float, int]:
+    model = _named(**m)
+    return (
+        inference.memory_bytes(model, batch=batch, context_len=context, **INT8),
+        inference.min_chips(model, tpu, batch=batch, context_len=context, **INT8),
+    )
 
 
 # ---- decode steps with the text's estimate (no collectives) -----------------------------------------
@@ -113,21 +88,16 @@ def _step(model: transformer.TransformerConfig, chip, n_chips: int, batch: int, 
     )
 
 
-def _small_slices(chips_small: int, chips_big: int, batch: int, context: int, **m) -> dict[str, float]:
+def _small_slices(chips_small: int, chips_big: int, batch: int, context: int, **m) -> tuple[float, float, float]:
     model, chip = _named(**m), hardware.get_chip("tpu-v5e")
     small = _step(model, chip, chips_small, batch, context, "int8")
-    big = _step(model, chip, chips_big, batch, context, "int8")
-    return {
-        "step_time_small_s": small.t_lower,
-        "tokens_per_s_per_chip_small": small.tokens_per_s_per_chip,
-        "step_time_big_s": big.t_lower,
-    }
+    return (small.t_lower, small.tokens_per_s_per_chip, _step(model, chip, chips_big, batch, context, "int8").t_lower)
 
 
 def _draw_small_slices(r: random.Random) -> dict:
     small = r.choice((4, 8, 16, 32))
     return {
-        **_draw_model(r, ("LLaMA 2 70B", "LLaMA 3 70B", "LLaMA 3.1 405B")),
+        **_models("LLaMA 2 70B", "LLaMA 3 70B", "LLaMA 3.1 405B")(r),
         "chips_small": small,
         "chips_big": 2 * small,
         "batch": r.choice((8, 16, 64, 128)),
@@ -135,28 +105,13 @@ def _draw_small_slices(r: random.Random) -> dict:
     }
 
 
-def _critical(tpu: str, d: int, f: int) -> dict[str, float]:
+def _critical(tpu: str, d: int, f: int) -> tuple[float, float, float]:
+    """The exact critical batches: bf16 weights, int8 weights with bf16 FLOPs, int8 both."""
     chip = hardware.get_chip(tpu)
-
-    def exact(w_bytes: float, matmul_dtype: str) -> float:
-        return roofline.critical_batch_size(
-            d, f, chip.peak_ops_per_s(matmul_dtype), chip.hbm_bytes_per_s, w_bytes=w_bytes
-        )
-
-    return {
-        "critical_batch_bf16": exact(2, "bf16"),
-        "critical_batch_int8_weights": exact(1, "bf16"),
-        "critical_batch_int8": exact(1, "int8"),
-    }
-
-
-def _critical_small_batch(tpu: str, d: int, f: int) -> dict[str, float]:
-    """The text's B << D, F limit: w / 2 times the chip's operations per HBM byte."""
-    return {
-        "critical_batch_bf16": roofline.critical_intensity(tpu, "bf16") * 2 / 2,
-        "critical_batch_int8_weights": roofline.critical_intensity(tpu, "bf16") * 1 / 2,
-        "critical_batch_int8": roofline.critical_intensity(tpu, "int8") * 1 / 2,
-    }
+    return tuple(
+        roofline.critical_batch_size(d, f, chip.peak_ops_per_s(dtype), chip.hbm_bytes_per_s, w_bytes=w_bytes)
+        for w_bytes, dtype in ((2, "bf16"), (1, "bf16"), (1, "int8"))
+    )
 
 
 def _draw_critical(r: random.Random) -> dict:
@@ -165,11 +120,6 @@ def _draw_critical(r: random.Random) -> dict:
 
 
 # ---- filling a slice's HBM with caches ---------------------------------------------------------------
-
-
-def _v5e_with_hbm(hbm: float) -> hardware.Chip:
-    """A TPU v5e with `hbm` bytes of HBM per chip (the text takes 16e9; the chip has 16 GiB)."""
-    return dataclasses.replace(hardware.get_chip("tpu-v5e"), hbm_bytes=hbm)
 
 
 def _fill(model, chip, n_chips: int, context: int, w: str) -> dict[str, float]:
@@ -185,67 +135,54 @@ def _smallest(model, chip, context: int, w: str) -> int:
     return inference.min_chips(model, chip, batch=0, context_len=context, param_dtype=w, kv_dtype=w)
 
 
-def _min_slice(dtype: str, hbm: float, context: int, **m) -> dict[str, float]:
-    model, chip, w = _named(**m), _v5e_with_hbm(hbm), dtype
-    n = _smallest(model, chip, context, w)
-    full = _fill(model, chip, n, context, w)
-    return {"min_slice_chips": n, "free_hbm_bytes": full["free"], "max_batch": full["batch"]}
+def _filled(*wanted: str, times: int = 1):
+    """(**params) -> the `wanted` figures ("chips", "free", "batch", "step", "qps") of the smallest slice of v5e
+    chips with `hbm` bytes of HBM each, `times` over, filled with caches (`_fill`)."""
 
+    def figures(dtype: str, hbm: float, context: int, **m) -> tuple:
+        model, chip = _named(**m), text_chip("tpu-v5e", hbm)
+        n = times * _smallest(model, chip, context, dtype)
+        full = {"chips": n, **_fill(model, chip, n, context, dtype)}
+        return tuple(full[name] for name in wanted)
 
-def _full_step(dtype: str, hbm: float, context: int, **m) -> dict[str, float]:
-    model, chip, w = _named(**m), _v5e_with_hbm(hbm), dtype
-    full = _fill(model, chip, _smallest(model, chip, context, w), context, w)
-    return {"step_time_full_s": full["step"], "requests_per_s_per_chip": full["qps"]}
-
-
-def _doubled(dtype: str, hbm: float, context: int, **m) -> dict[str, float]:
-    model, chip, w = _named(**m), _v5e_with_hbm(hbm), dtype
-    full = _fill(model, chip, 2 * _smallest(model, chip, context, w), context, w)
-    return {
-        "free_hbm_doubled_bytes": full["free"],
-        "max_batch_doubled": full["batch"],
-        "requests_per_s_per_chip_doubled": full["qps"],
-    }
-
-
-def _draw_fill(r: random.Random) -> dict:
-    return {
-        **_draw_model(r, ("LLaMA 3 8B", "LLaMA 2 70B", "LLaMA 3 70B", "Mistral 7B")),
-        "dtype": r.choice(sorted(inference.SERVING_DTYPES)),
-        "hbm": r.choice((16e9, float(2**34))),
-        "context": r.choice((2048, 4096, 16384, 32768)),
-    }
+    return figures
 
 
 def _fill_fits(v: dict) -> bool:
     """A slice of 4 to 128 chips holds the weights and one cache (a doubled slice is offered too);
-    `_min_slice` refuses (ValueError) where not one cache fits beside the weights."""
-    return 4 <= _min_slice(**v)["min_slice_chips"] <= 128
+    `_fill` refuses (ValueError) where not one cache fits beside the weights."""
+    return 4 <= _filled("chips")(**v)[0] <= 128
 
 
-TEXT_FILL = {**LLAMA70, "dtype": "bf16", "hbm": 16e9, "context": 8192}
+FILL = {
+    "params": {**LLAMA70, "dtype": "bf16", "hbm": 16e9, "context": 8192},
+    "draw": pick(
+        _models("LLaMA 3 8B", "LLaMA 2 70B", "LLaMA 3 70B", "Mistral 7B"),
+        dtype=sorted(inference.SERVING_DTYPES),
+        hbm=(16e9, float(2**34)),
+        context=(2048, 4096, 16384, 32768),
+    ),
+    "accept": _fill_fits,
+}
 
 
 # ---- model parallelism, prefill, disaggregation ------------------------------------------------------
 
 
-def _model_parallelism(tpu: str, w_ici: float, f: int, n_axes: int, batch: int) -> dict[str, float]:
+def _model_parallelism(tpu: str, w_ici: float, f: int, n_axes: int, batch: int) -> tuple[float, float]:
     assert w_ici == bounds.ici_axis_bytes_per_s(tpu), "the statement prints the chip's W_ici"
-    return {
-        "max_y_compute_bound": bounds.max_tensor_parallelism(tpu, d_ff=f, n_axes=n_axes),
-        "max_y_memory_bound": inference.memory_bound_model_parallelism(tpu, d_ff=f, batch=batch),
-    }
+    return (
+        bounds.max_tensor_parallelism(tpu, d_ff=f, n_axes=n_axes),
+        inference.memory_bound_model_parallelism(tpu, d_ff=f, batch=batch),
+    )
 
 
-def _model_parallelism_text(tpu: str, w_ici: float, f: int, n_axes: int, batch: int) -> dict[str, float]:
+def _model_parallelism_text(tpu: str, w_ici: float, f: int, n_axes: int, batch: int) -> tuple[float, float]:
     """The text's own figures for its v5e case: it divides by the v5p's alpha (C / W_ici = 2550) and takes
     beta = W_hbm / W_ici = 8, so 22 and 56 for LLaMA 3 70B; other chips have no such slip."""
     if tpu != "tpu-v5e":
         return _model_parallelism(tpu, w_ici, f, n_axes, batch)
-    return {
-        "max_y_compute_bound": bounds.max_tensor_parallelism("tpu-v5p", d_ff=f, n_axes=n_axes),
-        "max_y_memory_bound": f / (batch * 8),
-    }
+    return (bounds.max_tensor_parallelism("tpu-v5p", d_ff=f, n_axes=n_axes), f / (batch * 8))
 
 
 def _draw_model_parallelism(r: random.Random) -> dict:
@@ -259,91 +196,41 @@ def _draw_model_parallelism(r: random.Random) -> dict:
     }
 
 
-def _prefill(chips: int, prompt: int, mfu: float, **m) -> dict[str, float]:
-    return {"prefill_s": inference.prefill_time(_named(**m), "tpu-v5e", chips, prompt_len=prompt, mfu=mfu)}
-
-
-def _prefill_linears_only(chips: int, prompt: int, mfu: float, **m) -> dict[str, float]:
+def _prefill_linears_only(chips: int, prompt: int, mfu: float, **m) -> float:
     """The text's count, 2 P T FLOPs with P every parameter (as the chapter's `linears_only`)."""
     chip = hardware.get_chip("tpu-v5e")
-    return {"prefill_s": 2 * _named(**m).param_count() * prompt / (chips * chip.peak_ops_per_s("bf16") * mfu)}
+    return 2 * _named(**m).param_count() * prompt / (chips * chip.peak_ops_per_s("bf16") * mfu)
 
 
-def _draw_prefill(r: random.Random) -> dict:
-    return {
-        **_draw_model(r),
-        "chips": r.choice((4, 8, 32, 64)),
-        "prompt": r.choice((2048, 4096, 32768)),
-        "mfu": r.choice((0.3, 0.5, 0.6)),
-    }
-
-
-def _turnover(batch: int, prompt: int, generated: int) -> dict[str, float]:
+def _turnover(batch: int, prompt: int, generated: int) -> tuple[float, float]:
     # about B / G sequences end each step, each freeing P + G cache entries (the chapter's arithmetic)
     finished = batch / generated
-    return {"finished_per_step": finished, "evicted_tokens_per_step": finished * (prompt + generated)}
-
-
-def _draw_turnover(r: random.Random) -> dict:
-    return {
-        "batch": r.choice((16, 64, 128, 256)),
-        "prompt": r.choice((1024, 2048, 32768)),
-        "generated": r.choice((256, 512, 1024, 2048)),
-    }
-
-
-def _disaggregation(prefill_s: float, step_ms: float, batch: int, generated: int) -> dict[str, float]:
-    ratio = inference.prefill_servers_per_generate_server(
-        prefill_s=prefill_s, decode_step_s=step_ms / 1e3, decode_batch=batch, decode_len=generated
-    )
-    return {"prefill_per_generate": ratio}
-
-
-def _draw_disaggregation(r: random.Random) -> dict:
-    return {
-        "prefill_s": r.choice((0.25, 0.5, 1.5, 2.0)),
-        "step_ms": r.choice((10.0, 25.0, 40.0)),
-        "batch": r.choice((16, 64, 128)),
-        "generated": r.choice((256, 1024, 2048)),
-    }
+    return (finished, finished * (prompt + generated))
 
 
 # ---- worked problems 8.1 to 8.3 ------------------------------------------------------------------
 
 
-def _bounds_81(tpu: str, chips: int, **m) -> dict[str, float]:
+def _bounds_81(tpu: str, chips: int, **m) -> tuple[float, float, float]:
     model, chip = _named(**m), hardware.get_chip(tpu)
     flops = model.flops_per_token(0, training=False)  # 2 per matmul weight; attention's dot products left out
     times = roofline.roofline_time(
         flops, model.param_count() * 2, chips * chip.bf16_flops_per_s, chips * chip.hbm_bytes_per_s
     )
-    return {"flops_per_token_81": flops, "t_flops_bound_s": times.t_math, "t_hbm_bound_s": times.t_comms}
+    return (flops, times.t_math, times.t_comms)
 
 
-def _draw_81(r: random.Random) -> dict:
-    return {**_draw_model(r), "tpu": r.choice(TPUS), "chips": r.choice((4, 16, 64))}
+def _serving_82(tpu: str, batch: int, context: int, **m) -> tuple[float, float, int]:
+    model = _named(**m)
+    weights = inference.memory_bytes(model, batch=0, context_len=context, **INT8)
+    return (
+        weights,
+        inference.memory_bytes(model, batch=batch, context_len=context, **INT8) - weights,
+        inference.min_chips(model, tpu, batch=batch, context_len=context, **INT8),
+    )
 
 
-def _serving_82(tpu: str, batch: int, context: int, **m) -> dict[str, float]:
-    model, kw = _named(**m), {"param_dtype": "int8", "kv_dtype": "int8"}
-    weights = inference.memory_bytes(model, batch=0, context_len=context, **kw)
-    return {
-        "params_bytes_82": weights,
-        "kv_bytes_82": inference.memory_bytes(model, batch=batch, context_len=context, **kw) - weights,
-        "smallest_slice_chips_82": inference.min_chips(model, tpu, batch=batch, context_len=context, **kw),
-    }
-
-
-def _draw_82(r: random.Random) -> dict:
-    return {
-        **_draw_model(r, ("LLaMA 3 8B", "Mistral 7B", "LLaMA 2 70B", "LLaMA 3 70B")),
-        "tpu": r.choice(("tpu-v5e", "tpu-v6e")),
-        "batch": r.choice((32, 64, 128, 480)),
-        "context": r.choice((2048, 4096, 16384)),
-    }
-
-
-def _latency_83(tpu: str, limit_ms: float, context: int, **m) -> dict[str, float]:
+def _latency_83(tpu: str, limit_ms: float, context: int, **m) -> tuple[float, int, int, float]:
     model, chip = _named(**m), hardware.get_chip(tpu)
 
     def step(n: int, batch: int) -> inference.DecodeStep:
@@ -358,39 +245,10 @@ def _latency_83(tpu: str, limit_ms: float, context: int, **m) -> dict[str, float
     batch = 1
     while step(n, batch + 1).fits and step(n, batch + 1).t_lower <= limit:
         batch += 1
-    return {
-        "min_step_time_s": step(pod, 1).t_weights,
-        "smallest_slice_chips_83": n,
-        "max_batch_83": batch,
-        "tokens_per_s_per_chip_83": step(n, batch).tokens_per_s_per_chip,
-    }
+    return (step(pod, 1).t_weights, n, batch, step(n, batch).tokens_per_s_per_chip)
 
 
-def _draw_83(r: random.Random) -> dict:
-    return {
-        **_draw_model(r, ("LLaMA 2 70B", "LLaMA 3 70B", "LLaMA 3.1 405B")),
-        "tpu": r.choice(("tpu-v5e", "tpu-v6e")),
-        "limit_ms": r.choice((10.0, 20.0, 30.0)),
-        "context": r.choice((2048, 4096, 16384)),
-    }
-
-
-# ---- the JAX question: a model-parallel MLP of one decode step ----------------------------------------
-
-
-def _mlp_inputs(sizes: tuple[int, int, int], n: int, seed: int):
-    """x: f32[B, D]; w_gate, w_up: f32[D, F]; w_down: f32[F, D]; D and F multiples of n."""
-    import numpy as np
-
-    b, d, f = sizes
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((b, n * d)).astype(np.float32)
-    w_gate, w_up = ((rng.standard_normal((n * d, n * f)) / np.sqrt(n * d)).astype(np.float32) for _ in range(2))
-    w_down = (rng.standard_normal((n * f, n * d)) / np.sqrt(n * f)).astype(np.float32)
-    return (x, w_gate, w_up, w_down), ()
-
-
-def _mlp_reference(arrays, n: int):
+def _gated_mlp(arrays, n_devices: int):
     """silu(x W_gate) * (x W_up), then W_down, in float64."""
     import numpy as np
 
@@ -400,79 +258,61 @@ def _mlp_reference(arrays, n: int):
 
 
 KEYS = {
-    "ch08_q0a_flops_per_dollar": Key(
-        names=("flops_per_usd_h100", "flops_per_usd_v5p", "flops_per_usd_v5e"),
-        kind="value",
+    "ch08_q0a_flops_per_dollar": value(
+        ("flops_per_usd_h100", "flops_per_usd_v5p", "flops_per_usd_v5e"),
+        _flops_per_usd,
         rel_tol=0.02,
-        expected=_flops_per_usd,
         params=TEXT_PRICES,
         draw=_draw_prices,
     ),
-    "ch08_q0b_kv_cache": Key(
-        names=("kv_bytes_per_token_int8", "kv_bytes_per_sequence", "kv_bytes_batch"),
-        kind="value",
-        rel_tol=0.02,
-        expected=_kv_sizes,
+    "ch08_q0b_kv_cache": value(
+        ("kv_bytes_per_token_int8", "kv_bytes_per_sequence", "kv_bytes_batch"),
+        _kv_sizes,
         also=(lambda **v: _kv_sizes(**v, kib_as_kb=True),),
-        params={**LLAMA70, "context": 32768, "batch": 240},
-        draw=_draw_kv,
-    ),
-    "ch08_q0c_batch_memory": Key(
-        names=("memory_bytes_int8", "smallest_slice_chips"),
-        kind="value",
         rel_tol=0.02,
-        expected=_batch_memory,
+        params={**LLAMA70, "context": 32768, "batch": 240},
+        draw=pick(_models(), context=(4096, 8192, 16384, 65536), batch=(64, 128, 512)),
+    ),
+    "ch08_q0c_batch_memory": value(
+        ("memory_bytes_int8", "smallest_slice_chips"),
+        _batch_memory,
+        rel_tol=0.02,
         params={**LLAMA70, "tpu": "tpu-v5e", "batch": 32, "context": 8192},
-        draw=_draw_batch_memory,
+        draw=pick(_models(), tpu=("tpu-v5e", "tpu-v6e"), batch=(8, 16, 64, 128), context=(2048, 4096, 16384)),
         accept=lambda v: bool(_batch_memory(**v)),  # a ValueError (not even a whole pod holds it) refuses
     ),
-    "ch08_q0d_step_time": Key(
-        names=("step_time_small_s", "tokens_per_s_per_chip_small", "step_time_big_s"),
-        kind="value",
+    "ch08_q0d_step_time": value(
+        ("step_time_small_s", "tokens_per_s_per_chip_small", "step_time_big_s"),
+        _small_slices,
         rel_tol=0.04,
-        expected=_small_slices,
         params={**LLAMA70, "chips_small": 8, "chips_big": 16, "batch": 32, "context": 8192},
         draw=_draw_small_slices,
     ),
-    "ch08_q0e_critical_batch": Key(
-        names=("critical_batch_bf16", "critical_batch_int8_weights", "critical_batch_int8"),
-        kind="value",
+    "ch08_q0e_critical_batch": value(
+        ("critical_batch_bf16", "critical_batch_int8_weights", "critical_batch_int8"),
+        _critical,
+        also=(lambda tpu, d, f: critical_batches(tpu),),  # the text's B << D, F limit
         rel_tol=0.02,
-        expected=_critical,
-        also=(_critical_small_batch,),
         params={"tpu": "tpu-v5e", "d": LLAMA70["d"], "f": LLAMA70["f"]},
         draw=_draw_critical,
     ),
-    "ch08_q0f_min_slice": Key(
-        names=("min_slice_chips", "free_hbm_bytes", "max_batch"),
-        kind="value",
+    "ch08_q0f_min_slice": value(
+        ("min_slice_chips", "free_hbm_bytes", "max_batch"), _filled("chips", "free", "batch"), rel_tol=0.04, **FILL
+    ),
+    "ch08_q0g_full_step": value(
+        ("step_time_full_s", "requests_per_s_per_chip"),
+        _filled("step", "qps"),
         rel_tol=0.04,
-        expected=_min_slice,
-        params=TEXT_FILL,
-        draw=_draw_fill,
-        accept=_fill_fits,
+        **FILL,
     ),
-    "ch08_q0g_full_step": Key(
-        names=("step_time_full_s", "requests_per_s_per_chip"),
-        kind="value",
-        rel_tol=0.04,
-        expected=_full_step,
-        params=TEXT_FILL,
-        draw=_draw_fill,
-        accept=_fill_fits,
+    "ch08_q0h_doubled": value(
+        ("free_hbm_doubled_bytes", "max_batch_doubled", "requests_per_s_per_chip_doubled"),
+        _filled("free", "batch", "qps", times=2),
+        **FILL,
     ),
-    "ch08_q0h_doubled": Key(
-        names=("free_hbm_doubled_bytes", "max_batch_doubled", "requests_per_s_per_chip_doubled"),
-        kind="value",
-        expected=_doubled,
-        params=TEXT_FILL,
-        draw=_draw_fill,
-        accept=_fill_fits,
-    ),
-    "ch08_q0i_model_parallelism": Key(
-        names=("max_y_compute_bound", "max_y_memory_bound"),
-        kind="value",
-        expected=_model_parallelism,
+    "ch08_q0i_model_parallelism": value(
+        ("max_y_compute_bound", "max_y_memory_bound"),
+        _model_parallelism,
         also=(_model_parallelism_text,),
         params={
             "tpu": "tpu-v5e",
@@ -482,69 +322,83 @@ KEYS = {
             "batch": 64,
         },
         draw=_draw_model_parallelism,
-        accept=lambda v: _model_parallelism(**v)["max_y_compute_bound"] >= 2,  # some model parallelism hides
+        accept=lambda v: _model_parallelism(**v)[0] >= 2,  # some model parallelism hides
     ),
-    "ch08_q0j_prefill": Key(
-        names=("prefill_s",),
-        kind="value",
-        expected=_prefill,
+    "ch08_q0j_prefill": value(
+        "prefill_s",
+        lambda chips, prompt, mfu, **m: inference.prefill_time(
+            _named(**m), "tpu-v5e", chips, prompt_len=prompt, mfu=mfu
+        ),
         also=(_prefill_linears_only,),
         params={**LLAMA70, "chips": 16, "prompt": 8192, "mfu": 0.4},
-        draw=_draw_prefill,
+        draw=pick(_models(), chips=(4, 8, 32, 64), prompt=(2048, 4096, 32768), mfu=(0.3, 0.5, 0.6)),
     ),
-    "ch08_q0k_cache_turnover": Key(
-        names=("finished_per_step", "evicted_tokens_per_step"),
-        kind="value",
-        expected=_turnover,
+    "ch08_q0k_cache_turnover": value(
+        ("finished_per_step", "evicted_tokens_per_step"),
+        _turnover,
         params={"batch": 32, "prompt": 8192, "generated": 4096},
-        draw=_draw_turnover,
+        draw=pick(batch=(16, 64, 128, 256), prompt=(1024, 2048, 32768), generated=(256, 512, 1024, 2048)),
     ),
-    "ch08_q0l_disaggregation": Key(
-        names=("prefill_per_generate",),
-        kind="value",
-        expected=_disaggregation,
+    "ch08_q0l_disaggregation": value(
+        "prefill_per_generate",
+        lambda prefill_s, step_ms, batch, generated: inference.prefill_servers_per_generate_server(
+            prefill_s=prefill_s, decode_step_s=step_ms / 1e3, decode_batch=batch, decode_len=generated
+        ),
         params={"prefill_s": 0.91, "step_ms": 19.0, "batch": 32, "generated": MEDIAN_DECODE},
-        draw=_draw_disaggregation,
-    ),
-    "ch08_q1_forward_bounds": Key(
-        names=("flops_per_token_81", "t_flops_bound_s", "t_hbm_bound_s"),
-        kind="value",
-        expected=_bounds_81,
-        params={**_fields("LLaMA 3.1 405B"), "tpu": "tpu-v5e", "chips": 1},
-        draw=_draw_81,
-    ),
-    "ch08_q2_serving_8b": Key(
-        names=("params_bytes_82", "kv_bytes_82", "smallest_slice_chips_82"),
-        kind="value",
-        expected=_serving_82,
-        params={**_fields("LLaMA 3 8B"), "tpu": "tpu-v5e", "batch": 240, "context": 8192},
-        draw=_draw_82,
-        accept=lambda v: bool(_serving_82(**v)),  # a ValueError refuses
-    ),
-    "ch08_q3_latency_limit": Key(
-        names=("min_step_time_s", "smallest_slice_chips_83", "max_batch_83", "tokens_per_s_per_chip_83"),
-        kind="value",
-        expected=_latency_83,
-        params={**_fields("LLaMA 3.1 405B"), "tpu": "tpu-v5e", "limit_ms": 15.0, "context": 8192},
-        draw=_draw_83,
-        accept=lambda v: _latency_83(**v)["max_batch_83"] < 2000,  # a ValueError (no slice meets the limit) refuses
-    ),
-    "ch08_q4_model_parallel_mlp": Key(
-        names=("model_parallel_mlp",),
-        kind="jax",
-        check=JaxCheck(
-            recorder="sharded",
-            cases=((4, 2, 4), (3, 1, 5)),
-            inputs=_mlp_inputs,
-            in_specs=((None, "X"), (None, "X"), (None, "X"), ("X", None)),
-            reference=_mlp_reference,
-            atol=1e-4,
-            block=lambda sizes, n: (sizes[0], sizes[1]),
-            collectives={"all-gather": (1, 1), "reduce-scatter": (1, 1), "all-reduce": (0, 0), "all-to-all": (0, 0)},
-            needs_primitives=("shard_map", "all_gather", "reduce_scatter"),
+        draw=pick(
+            prefill_s=(0.25, 0.5, 1.5, 2.0),
+            step_ms=(10.0, 25.0, 40.0),
+            batch=(16, 64, 128),
+            generated=(256, 1024, 2048),
         ),
     ),
+    "ch08_q1_forward_bounds": value(
+        ("flops_per_token_81", "t_flops_bound_s", "t_hbm_bound_s"),
+        _bounds_81,
+        params={**_fields("LLaMA 3.1 405B"), "tpu": "tpu-v5e", "chips": 1},
+        draw=pick(_models(), tpu=TPUS, chips=(4, 16, 64)),
+    ),
+    "ch08_q2_serving_8b": value(
+        ("params_bytes_82", "kv_bytes_82", "smallest_slice_chips_82"),
+        _serving_82,
+        params={**_fields("LLaMA 3 8B"), "tpu": "tpu-v5e", "batch": 240, "context": 8192},
+        draw=pick(
+            _models("LLaMA 3 8B", "Mistral 7B", "LLaMA 2 70B", "LLaMA 3 70B"),
+            tpu=("tpu-v5e", "tpu-v6e"),
+            batch=(32, 64, 128, 480),
+            context=(2048, 4096, 16384),
+        ),
+        accept=lambda v: bool(_serving_82(**v)),  # a ValueError refuses
+    ),
+    "ch08_q3_latency_limit": value(
+        ("min_step_time_s", "smallest_slice_chips_83", "max_batch_83", "tokens_per_s_per_chip_83"),
+        _latency_83,
+        params={**_fields("LLaMA 3.1 405B"), "tpu": "tpu-v5e", "limit_ms": 15.0, "context": 8192},
+        draw=pick(
+            _models("LLaMA 2 70B", "LLaMA 3 70B", "LLaMA 3.1 405B"),
+            tpu=("tpu-v5e", "tpu-v6e"),
+            limit_ms=(10.0, 20.0, 30.0),
+            context=(2048, 4096, 16384),
+        ),
+        accept=lambda v: _latency_83(**v)[2] < 2000,  # a ValueError (no slice meets the limit) refuses
+    ),
+    "ch08_q4_model_parallel_mlp": program(
+        "model_parallel_mlp",
+        cases=((4, 2, 4), (3, 1, 5)),
+        # x: f32[B, D]; w_gate, w_up: f32[D, F]; w_down: f32[F, D]; D and F multiples of n
+        inputs=lambda sizes, n, seed: (
+            normal(((sizes[0], n * sizes[1]), *[(n * sizes[1], n * sizes[2])] * 2, (n * sizes[2], n * sizes[1])), seed),
+            (),
+        ),
+        in_specs=((None, "X"), (None, "X"), (None, "X"), ("X", None)),
+        reference=_gated_mlp,
+        atol=1e-4,
+        block=lambda sizes, n: (sizes[0], sizes[1]),
+        collectives={"all-gather": (1, 1), "reduce-scatter": (1, 1), "all-reduce": (0, 0), "all-to-all": (0, 0)},
+        needs_primitives=("shard_map", "all_gather", "reduce_scatter"),
+    ),
 }
+
 
 # Answers a student might plausibly write that must still lose their points (tests/course/test_grading.py).
 PLAUSIBLE = {
@@ -596,5 +450,4 @@ UNPRINTED = {
     "ch08_q1_forward_bounds": "the text prints no answer to its worked problem 8.1",
     "ch08_q2_serving_8b": "the text prints no answer to its worked problem 8.2",
     "ch08_q3_latency_limit": "the text prints no answer to its worked problem 8.3",
-    "ch08_q4_model_parallel_mlp": "a JAX program, judged by running it",
 }

@@ -7,66 +7,33 @@ large the pieces they move, which way round the ring) or, for the Pallas kernel,
 
 from __future__ import annotations
 
-from exercises.keys import JaxCheck, Key
+from exercises.keys import program
+from exercises.keys.arrays import normal, product, relu_mlp
 
 # The Pallas question's blocks: f32 tiles of (8, 128) on the TPU, so a block of (8, 128) outputs
 # walks K in steps of 128.
 BLOCK_M, BLOCK_N, BLOCK_K = 8, 128, 128
 NOT_COLLECTIVE = {"all-gather": (0, 0), "all-reduce": (0, 0), "reduce-scatter": (0, 0), "all-to-all": (0, 0)}
 PERMUTES = (1, 64)  # an unrolled ring of 8 runs 7 or 14 permutes; a fori_loop shows one per direction
-
-
-def _normal(shapes: tuple[tuple[int, int], ...], seed: int) -> tuple:
-    """Float32 normals, each matrix after the first scaled by 1/sqrt(rows) so products stay O(1)."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    return tuple(
-        (rng.standard_normal(s) / (np.sqrt(s[0]) if i else 1.0)).astype(np.float32) for i, s in enumerate(shapes)
-    )
+CASES = ((4, 2, 3), (8, 4, 2))  # (B, D, F): each device's block sizes
 
 
 def _matmul_inputs(sizes: tuple[int, int, int], n: int, seed: int):
-    """sizes (B, D, F): A f32[B, n D], W f32[n D, n F]."""
+    """A f32[B, n D], W f32[n D, n F]."""
     b, d, f = sizes
-    return _normal(((b, n * d), (n * d, n * f)), seed), ()
-
-
-def _allreduce_inputs(sizes: tuple[int, int, int], n: int, seed: int):
-    """sizes (B, D, F): A f32[B, n D], W f32[n D, n F] (rows over "X": the contraction is cut)."""
-    return _matmul_inputs(sizes, n, seed)
+    return normal(((b, n * d), (n * d, n * f)), seed), ()
 
 
 def _reducescatter_inputs(sizes: tuple[int, int, int], n: int, seed: int):
-    """sizes (B, D, F): Tmp f32[B, n F], W2 f32[n F, n D]."""
+    """Tmp f32[B, n F], W2 f32[n F, n D]."""
     b, d, f = sizes
-    return _normal(((b, n * f), (n * f, n * d)), seed), ()
+    return normal(((b, n * f), (n * f, n * d)), seed), ()
 
 
 def _block_inputs(sizes: tuple[int, int, int], n: int, seed: int):
-    """sizes (B, D, F): In f32[B, n D], W_in f32[n D, n F], W_out f32[n F, n D]."""
+    """In f32[B, n D], W_in f32[n D, n F], W_out f32[n F, n D]."""
     b, d, f = sizes
-    return _normal(((b, n * d), (n * d, n * f), (n * f, n * d)), seed), ()
-
-
-def _kernel_inputs(sizes: tuple[int, int, int], n: int, seed: int):
-    """sizes (M, K, N) as multiples of the blocks: X f32[M, K], Y f32[K, N]."""
-    m, k, nn = sizes
-    return _normal(((m * BLOCK_M, k * BLOCK_K), (k * BLOCK_K, nn * BLOCK_N)), seed), ()
-
-
-def _product(arrays, n: int):
-    import numpy as np
-
-    x, w = (np.asarray(a, dtype=np.float64) for a in arrays)
-    return x @ w
-
-
-def _block_reference(arrays, n: int):
-    import numpy as np
-
-    x, w_in, w_out = (np.asarray(a, dtype=np.float64) for a in arrays)
-    return np.maximum(x @ w_in, 0.0) @ w_out
+    return normal(((b, n * d), (n * d, n * f), (n * f, n * d)), seed), ()
 
 
 def _chunk(sizes, n: int) -> int:
@@ -74,12 +41,12 @@ def _chunk(sizes, n: int) -> int:
     return sizes[0] * sizes[1]
 
 
-def _ring_check(inputs, in_specs, reference, block, **extra) -> JaxCheck:
+def _ring(name: str, inputs, in_specs, reference, block, **extra):
     """A ring question (Q0, Q2 to Q4): a shard_map of ppermutes, no other collective, no piece larger
     than one chunk; `extra` adds rules (Q4: `permute_shifts`, data sent each way round the ring)."""
-    return JaxCheck(
-        recorder="sharded",
-        cases=((4, 2, 3), (8, 4, 2)),
+    return program(
+        name,
+        cases=CASES,
         inputs=inputs,
         in_specs=in_specs,
         reference=reference,
@@ -92,67 +59,54 @@ def _ring_check(inputs, in_specs, reference, block, **extra) -> JaxCheck:
     )
 
 
-def _allgather_check(**extra) -> JaxCheck:
+def _allgather(name: str, **extra):
     """Q0 and Q4b: A[B, D_X] passed round the ring while multiplying by W[D, F_X]; out[B, F_X]."""
-    return _ring_check(_matmul_inputs, ((None, "X"), (None, "X")), _product, _out_block_bf, **extra)
+    return _ring(name, _matmul_inputs, ((None, "X"), (None, "X")), product, lambda s, n: (s[0], s[2]), **extra)
 
 
-def _reducescatter_check(**extra) -> JaxCheck:
+def _reducescatter(name: str, **extra):
     """Q2 and Q4a: partial sums of A[B, D_X] W[D_X, F] passed round the ring; out[B, F_X]."""
-    return _ring_check(_reducescatter_inputs, ((None, "X"), ("X", None)), _product, _out_block_bd, **extra)
+    return _ring(name, _reducescatter_inputs, ((None, "X"), ("X", None)), product, _chunk_block, **extra)
 
 
-def _out_block_bf(sizes, n: int) -> tuple[int, int]:
-    return (sizes[0], sizes[2])
-
-
-def _out_block_bd(sizes, n: int) -> tuple[int, int]:
+def _chunk_block(sizes, n: int) -> tuple[int, int]:
     return (sizes[0], sizes[1])
 
 
 KEYS = {
-    "ch10_q0_allgather_matmul": Key(names=("allgather_matmul",), kind="jax", check=_allgather_check()),
-    "ch10_q1_allreduce_matmul": Key(
-        names=("allreduce_matmul",),
-        kind="jax",
-        check=JaxCheck(
-            recorder="sharded",
-            cases=((4, 2, 3), (8, 4, 2)),
-            inputs=_allreduce_inputs,
-            in_specs=((None, "X"), ("X", None)),
-            reference=_product,
-            atol=1e-4,
-            per_device=True,
-            block=lambda sizes, n: (sizes[0], n * sizes[2]),
-            collectives={"all-gather": (0, 0), "reduce-scatter": (0, 0), "all-to-all": (0, 0)},
-            needs_primitives=("shard_map",),
-            # at least two pieces: no collective sums as much as half of Out[B, n F] at once
-            max_collective_elements=lambda sizes, n: sizes[0] * n * sizes[2] // 2,
+    "ch10_q0_allgather_matmul": _allgather("allgather_matmul"),
+    "ch10_q1_allreduce_matmul": program(
+        "allreduce_matmul",
+        cases=CASES,
+        inputs=_matmul_inputs,  # W's rows over "X": the contraction is cut
+        in_specs=((None, "X"), ("X", None)),
+        reference=product,
+        atol=1e-4,
+        per_device=True,
+        block=lambda sizes, n: (sizes[0], n * sizes[2]),
+        collectives={"all-gather": (0, 0), "reduce-scatter": (0, 0), "all-to-all": (0, 0)},
+        needs_primitives=("shard_map",),
+        # at least two pieces: no collective sums as much as half of Out[B, n F] at once
+        max_collective_elements=lambda sizes, n: sizes[0] * n * sizes[2] // 2,
+    ),
+    "ch10_q2_matmul_reducescatter": _reducescatter("matmul_reducescatter"),
+    "ch10_q3_mlp_block": _ring(
+        "mlp_block", _block_inputs, ((None, "X"), (None, "X"), ("X", None)), relu_mlp, _chunk_block
+    ),
+    "ch10_q4a_bidirectional_reducescatter": _reducescatter("matmul_reducescatter_bidi", permute_shifts=(1, -1)),
+    "ch10_q4b_bidirectional_allgather": _allgather("allgather_matmul_bidi", permute_shifts=(1, -1)),
+    "ch10_q5_pallas_matmul": program(
+        "tiled_matmul",
+        recorder="traced",
+        cases=((2, 2, 2), (3, 1, 2)),
+        # sizes (M, K, N) as multiples of the blocks: X f32[M, K], Y f32[K, N]
+        inputs=lambda sizes, n, seed: (
+            normal(((sizes[0] * BLOCK_M, sizes[1] * BLOCK_K), (sizes[1] * BLOCK_K, sizes[2] * BLOCK_N)), seed),
+            (),
         ),
-    ),
-    "ch10_q2_matmul_reducescatter": Key(names=("matmul_reducescatter",), kind="jax", check=_reducescatter_check()),
-    "ch10_q3_mlp_block": Key(
-        names=("mlp_block",),
-        kind="jax",
-        check=_ring_check(_block_inputs, ((None, "X"), (None, "X"), ("X", None)), _block_reference, _out_block_bd),
-    ),
-    "ch10_q4a_bidirectional_reducescatter": Key(
-        names=("matmul_reducescatter_bidi",), kind="jax", check=_reducescatter_check(permute_shifts=(1, -1))
-    ),
-    "ch10_q4b_bidirectional_allgather": Key(
-        names=("allgather_matmul_bidi",), kind="jax", check=_allgather_check(permute_shifts=(1, -1))
-    ),
-    "ch10_q5_pallas_matmul": Key(
-        names=("tiled_matmul",),
-        kind="jax",
-        check=JaxCheck(
-            recorder="traced",
-            cases=((2, 2, 2), (3, 1, 2)),
-            inputs=_kernel_inputs,
-            reference=_product,
-            atol=1e-4,
-            kernel_blocks=((BLOCK_M, BLOCK_K), (BLOCK_K, BLOCK_N), (BLOCK_M, BLOCK_N)),
-        ),
+        reference=product,
+        atol=1e-4,
+        kernel_blocks=((BLOCK_M, BLOCK_K), (BLOCK_K, BLOCK_N), (BLOCK_M, BLOCK_N)),
     ),
 }
 
@@ -247,15 +201,3 @@ def tiled_matmul(x, y):
 # a model's answer: there is nothing here for the grader to accept.
 PRINTED: dict[str, dict[str, float]] = {}
 NOTHING_PRINTED = "the text prints no answer to its chapter 10 exercises"
-UNPRINTED: dict[str, str] = {
-    gid: "a JAX program, judged by running it; the text prints no answer to its chapter 10 exercises"
-    for gid in (
-        "ch10_q0_allgather_matmul",
-        "ch10_q1_allreduce_matmul",
-        "ch10_q2_matmul_reducescatter",
-        "ch10_q3_mlp_block",
-        "ch10_q4a_bidirectional_reducescatter",
-        "ch10_q4b_bidirectional_allgather",
-        "ch10_q5_pallas_matmul",
-    )
-}

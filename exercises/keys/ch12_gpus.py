@@ -2,60 +2,40 @@
 
 from __future__ import annotations
 
-import random
-
-from book_lib import bounds, checks, collectives, gpu, hardware
+from book_lib import bounds, checks, collectives, gpu
 from book_lib.hardware import get_chip
-from exercises.keys import Key
+from exercises.keys import choice, pick, value
+from exercises.keys.chips import TPUS_3D
 
 # What a class's variant may draw: GPUs with the figures a question needs (the H200 has an H100's SMs,
 # links and network, so it would repeat the text's numbers), and TPUs whose slices are built of cubes.
 GPUS = ("a100", "h100", "b200")
 GPUS_WITH_TENSOR_CORES = ("a100", "h100-pcie")  # the B200's per-SM counts are unpublished
-TPUS_3D = hardware.chip_names(ici_topology="3d-torus")
-DTYPE_NAMES = {1: "int8", 2: "bf16", 4: "float32"}
 CUBE = (2, 2, 2)  # Q3's TPU slice: 8 chips, as many as a node has GPUs
-CHOICES = ("compute", "nvlink", "scale_out")
 
 
-def _sm(gpu_name: str) -> dict[str, float]:
-    return {
-        "sm_flops_per_s": gpu.sm_ops_per_s(gpu_name),
-        "tensor_core_flops_per_s": gpu.tensor_core_ops_per_s(gpu_name),
-    }
-
-
-def _tile(gpu_name: str, dtype_bytes: int) -> dict[str, float]:
+def _tile(gpu_name: str, dtype_bytes: int) -> tuple[float, float]:
     # the statement gives the element's size; any dtype of that size (checks.DTYPES) tiles alike
     dtype = next(name for name, (size, _) in checks.DTYPES.items() if size == dtype_bytes)
     side = gpu.shared_memory_tile_side(gpu_name, dtype=dtype)
-    return {"tile_side": side, "tile_flops_per_byte": gpu.tile_intensity(side=side, dtype=dtype)}
+    return (side, gpu.tile_intensity(side=side, dtype=dtype))
 
 
-def _gathers(gpu_name: str, tpu: str, v_gib: int) -> dict[str, float]:
-    v = v_gib * 2**30
-    node = collectives.collective_time("all_gather", v, get_chip(gpu_name).chips_per_pod, gpu_name)
-    cube = collectives.collective_time("all_gather", v, CUBE, tpu)  # no wraparound in a 2x2x2 slice
-    return {"node_allgather_s": node.bandwidth_s, "cube_allgather_s": cube.bandwidth_s}
-
-
-def _gathers_rule_of_thumb(gpu_name: str, tpu: str, v_gib: int) -> dict[str, float]:
-    """The text's rule of thumb, V over the bandwidth out of a chip, without the (N - 1) / N."""
+def _gathers(gpu_name: str, tpu: str, v_gib: int, *, rule_of_thumb: bool = False) -> tuple[float, float]:
+    """AllGathers of V in a node of GPUs and in a 2x2x2 TPU slice (no wraparound): with each ring's
+    (N - 1) / N, or by the text's rule of thumb, V over the bandwidth out of a chip."""
     v = v_gib * 2**30
     node = collectives.collective_time("all_gather", v, get_chip(gpu_name).chips_per_pod, gpu_name)
     cube = collectives.collective_time("all_gather", v, CUBE, tpu)
-    return {"node_allgather_s": node.rule_of_thumb_s, "cube_allgather_s": cube.rule_of_thumb_s}
+    return tuple(c.rule_of_thumb_s if rule_of_thumb else c.bandwidth_s for c in (node, cube))
 
 
-def _hierarchical(gpu_name: str, v_gib: int, n_nodes: int) -> dict[str, float]:
+def _hierarchical(gpu_name: str, v_gib: int, n_nodes: int) -> tuple[float, float]:
     steps = gpu.hierarchical_all_reduce(gpu_name, array_bytes=v_gib * 2**30, n_nodes=n_nodes)
-    return {
-        "hier_allreduce_s": steps.bandwidth_s,
-        "scale_out_fraction": steps.all_reduce.bandwidth_s / steps.bandwidth_s,
-    }
+    return (steps.bandwidth_s, steps.all_reduce.bandwidth_s / steps.bandwidth_s)
 
 
-def _dp_batch_overlapped(gpu_name: str, n_nodes: int, *, rule_of_thumb: bool = False) -> dict[str, float]:
+def _dp_batch_overlapped(gpu_name: str, n_nodes: int, *, rule_of_thumb: bool = False) -> float:
     """Part 12's model: the NVLink and scale-out steps overlap, so only the slower one counts.
 
     Its T_total = max(T_comms at node, T_comms in scale-out network): with the rule of thumb (no ring's
@@ -65,79 +45,57 @@ def _dp_batch_overlapped(gpu_name: str, n_nodes: int, *, rule_of_thumb: bool = F
     steps = gpu.hierarchical_all_reduce(gpu_name, array_bytes=1.0, n_nodes=n_nodes)
     per = (lambda c: c.rule_of_thumb_s) if rule_of_thumb else (lambda c: c.bandwidth_s)
     tau = max(per(steps.reduce_scatter) + per(steps.all_gather), per(steps.all_reduce))
-    return {"dp_batch_per_gpu_tokens": get_chip(gpu_name).bf16_flops_per_s * tau / 2}
-
-
-def _draw_bound(r: random.Random) -> dict:
-    return {
-        "gpu_name": r.choice(GPUS),
-        "n_nodes": r.choice((2, 4, 8, 32, 64)),
-        "batch_per_gpu": r.choice((512, 2048, 32768, 131072)),
-    }
+    return get_chip(gpu_name).bf16_flops_per_s * tau / 2
 
 
 KEYS = {
-    "ch12_q1_sm_flops": Key(
-        names=("sm_flops_per_s", "tensor_core_flops_per_s"),
-        kind="value",
-        expected=_sm,
+    "ch12_q1_sm_flops": value(
+        ("sm_flops_per_s", "tensor_core_flops_per_s"),
+        lambda gpu_name: (gpu.sm_ops_per_s(gpu_name), gpu.tensor_core_ops_per_s(gpu_name)),
         params={"gpu_name": "h100"},
-        draw=lambda r: {"gpu_name": r.choice(GPUS_WITH_TENSOR_CORES)},
+        draw=pick(gpu_name=GPUS_WITH_TENSOR_CORES),
     ),
-    "ch12_q2_smem_tile": Key(
-        names=("tile_side", "tile_flops_per_byte"),
-        kind="value",
+    "ch12_q2_smem_tile": value(
+        ("tile_side", "tile_flops_per_byte"),
+        _tile,
         rel_tol=1e-6,
-        expected=_tile,
         params={"gpu_name": "h100", "dtype_bytes": 2},
-        draw=lambda r: {"gpu_name": r.choice(("a100", "h100")), "dtype_bytes": r.choice((1, 2, 4))},
+        draw=pick(gpu_name=("a100", "h100"), dtype_bytes=(1, 2, 4)),
     ),
-    "ch12_q3_node_vs_cube": Key(
-        names=("node_allgather_s", "cube_allgather_s"),
-        kind="value",
-        expected=_gathers,
-        also=(_gathers_rule_of_thumb,),
+    "ch12_q3_node_vs_cube": value(
+        ("node_allgather_s", "cube_allgather_s"),
+        _gathers,
+        also=(lambda **v: _gathers(**v, rule_of_thumb=True),),
         params={"gpu_name": "h100", "tpu": "tpu-v5p", "v_gib": 1},
-        draw=lambda r: {"gpu_name": r.choice(GPUS), "tpu": r.choice(TPUS_3D), "v_gib": r.choice((2, 4, 8))},
+        draw=pick(gpu_name=GPUS, tpu=TPUS_3D, v_gib=(2, 4, 8)),
     ),
-    "ch12_q4_hierarchical": Key(
-        names=("hier_allreduce_s", "scale_out_fraction"),
-        kind="value",
-        expected=_hierarchical,
+    "ch12_q4_hierarchical": value(
+        ("hier_allreduce_s", "scale_out_fraction"),
+        _hierarchical,
         params={"gpu_name": "h100", "v_gib": 1, "n_nodes": 16},
-        draw=lambda r: {"gpu_name": r.choice(GPUS), "v_gib": r.choice((2, 4, 8)), "n_nodes": r.choice((2, 3, 4, 6))},
+        draw=pick(gpu_name=GPUS, v_gib=(2, 4, 8), n_nodes=(2, 3, 4, 6)),
     ),
-    "ch12_q5_dp_batch": Key(
-        names=("dp_batch_per_gpu_tokens",),
-        kind="value",
-        expected=lambda gpu_name, n_nodes: {
-            "dp_batch_per_gpu_tokens": gpu.dp_compute_bound_batch_per_gpu(gpu_name, n_nodes=n_nodes)
-        },
-        also=(
-            lambda gpu_name, n_nodes: _dp_batch_overlapped(gpu_name, n_nodes, rule_of_thumb=True),
-            _dp_batch_overlapped,
-        ),
+    "ch12_q5_dp_batch": value(
+        "dp_batch_per_gpu_tokens",
+        lambda gpu_name, n_nodes: gpu.dp_compute_bound_batch_per_gpu(gpu_name, n_nodes=n_nodes),
+        also=(lambda **v: _dp_batch_overlapped(**v, rule_of_thumb=True), _dp_batch_overlapped),
         params={"gpu_name": "h100", "n_nodes": 16},
-        draw=lambda r: {"gpu_name": r.choice(GPUS), "n_nodes": r.choice((2, 3, 4, 6))},
+        draw=pick(gpu_name=GPUS, n_nodes=(2, 3, 4, 6)),
     ),
-    "ch12_q6_tp_width": Key(
-        names=("tp_min_d_ff",),
-        kind="value",
-        expected=lambda gpu_name, tp: {
-            "tp_min_d_ff": tp * bounds.compute_bound_batch_per_chip(gpu_name, strategy="dp")
-        },
+    "ch12_q6_tp_width": value(
+        "tp_min_d_ff",
+        lambda gpu_name, tp: tp * bounds.compute_bound_batch_per_chip(gpu_name, strategy="dp"),
         params={"gpu_name": "h100", "tp": 8},
-        draw=lambda r: {"gpu_name": r.choice(GPUS), "tp": r.choice((2, 4, 8))},
+        draw=pick(gpu_name=GPUS, tp=(2, 4, 8)),
     ),
-    "ch12_q7_bound": Key(
-        names=("bound",),
-        kind="choice",
-        choices=CHOICES,
-        expected=lambda gpu_name, n_nodes, batch_per_gpu: gpu.dp_step_bound(
+    "ch12_q7_bound": choice(
+        "bound",
+        lambda gpu_name, n_nodes, batch_per_gpu: gpu.dp_step_bound(
             gpu_name, n_nodes=n_nodes, batch_per_gpu=batch_per_gpu
         ),
+        ("compute", "nvlink", "scale_out"),
         params={"gpu_name": "h100", "n_nodes": 16, "batch_per_gpu": 8192},
-        draw=_draw_bound,
+        draw=pick(gpu_name=GPUS, n_nodes=(2, 4, 8, 32, 64), batch_per_gpu=(512, 2048, 32768, 131072)),
     ),
 }
 
@@ -162,7 +120,7 @@ UNPRINTED: dict[str, str] = {
         " cross-node cost takes the slower level rather than a sum of the steps"
     ),
     "ch12_q7_bound": (
-        "a choice question (PRINTED holds numbers only) the text does not pose, though its rule of about 2,500"
-        " tokens per GPU gives the key's answer, compute, for 8,192"
+        "the text does not pose this question, though its rule of about 2,500 tokens per GPU gives the key's"
+        " answer, compute, for 8,192"
     ),
 }

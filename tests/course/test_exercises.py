@@ -40,7 +40,7 @@ def test_the_reference_solution_matches_the_keys_on_every_input_grading_can_draw
             for args in key.all_probes():
                 got, want = fn(*args), key.reference(*args)
                 for g, w in zip(_flat(got), _flat(want), strict=True):
-                    assert abs(g - w) <= key.tolerance * abs(w), (gid, args, got, want)
+                    assert abs(g - w) <= key.rel_tol * abs(w), (gid, args, got, want)
     _check_values(assignment, namespace, None)
 
 
@@ -58,7 +58,7 @@ def _check_values(assignment, namespace, values):
         if key.kind == "value":
             for name, want in key.answer(mine).items():
                 for g, w in zip(_flat(namespace[name]), _flat(want), strict=True):
-                    assert abs(g - w) <= key.tolerance * abs(w), (gid, name, namespace[name], want)
+                    assert abs(g - w) <= key.rel_tol * abs(w), (gid, name, namespace[name], want)
         elif key.kind == "choice":
             assert namespace[key.names[0]] == key.answer(mine) and key.answer(mine) in key.choices, gid
 
@@ -181,6 +181,32 @@ def test_solutions_carry_no_solution_marker_and_no_student_instruction(assignmen
     assert "Erratum" not in titled, "every erratum is a titled admonition"
 
 
+# A reason in UNPRINTED says why the text's answer is not graded; a question's kind is no such reason.
+KIND_AS_REASON = re.compile(r"\ban? (value|function|choice) question\b|\ba JAX program\b", re.IGNORECASE)
+
+
+def printed_problems(keys: dict, printed: dict, unprinted: dict, nothing_printed: str = "") -> list[str]:
+    """What is wrong with a keys module's tables of the text's answers; empty when nothing is.
+
+    Every value or choice question is in exactly one of PRINTED (the text's printed answer, which the
+    grader must accept) and UNPRINTED (why the text gives none to accept). A function or JAX question
+    is graded on inputs drawn at grading time: it is in no table unless a reason says something about
+    the text (a slip, a formula it prints instead), and never in PRINTED.
+    """
+    problems = [] if printed or nothing_printed else ["PRINTED is empty: list the text's answers or NOTHING_PRINTED"]
+    problems += [f"{gid}: no such question" for gid in sorted({*printed, *unprinted} - set(keys))]
+    for gid, key in keys.items():
+        tables = [name for name, table in (("PRINTED", printed), ("UNPRINTED", unprinted)) if gid in table]
+        if key.kind in ("value", "choice") and len(tables) != 1:
+            problems.append(f"{gid}: a {key.kind} question in {' and '.join(tables) or 'neither table'}")
+        elif key.kind in ("function", "jax") and gid in printed:
+            problems.append(f"{gid}: a {key.kind} question in PRINTED, which holds values and choices")
+    for gid, reason in unprinted.items():
+        if len(reason.split()) < 4 or KIND_AS_REASON.search(reason):
+            problems.append(f"{gid}: the reason {reason!r} is no sentence about the text")
+    return problems
+
+
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_the_texts_printed_answers_score_full_where_its_model_gives_them(assignment):
     """Each keys module lists the text's printed answers (`PRINTED`); the grader must accept every one."""
@@ -189,21 +215,45 @@ def test_the_texts_printed_answers_score_full_where_its_model_gives_them(assignm
     from exercises.grading.judge import judge_record
 
     module = importlib.import_module(f"exercises.keys.{assignment}")
-    printed = getattr(module, "PRINTED", {})
+    printed, unprinted = getattr(module, "PRINTED", {}), getattr(module, "UNPRINTED", {})
     keys = keys_for(assignment)
+    assert printed_problems(keys, printed, unprinted, getattr(module, "NOTHING_PRINTED", "")) == []
     for gid, answer in printed.items():
-        record = {"values": {name: {"num": float(v)} for name, v in answer.items()}}
-        assert judge_record(keys[gid], {"params": dict(keys[gid].params)}, record) is None, (gid, answer)
-    assert printed or getattr(module, "NOTHING_PRINTED", ""), (
-        "list the text's printed answers, or say why there are none"
-    )
-    unprinted = getattr(module, "UNPRINTED", {})
-    assert not set(printed) & set(unprinted), "a question is printed or not, not both"
-    assert set(printed) | set(unprinted) == set(keys), (
-        "every question is in PRINTED (the text's printed answer, graded full) or in UNPRINTED (why not): "
-        f"missing {sorted(set(keys) - set(printed) - set(unprinted))}"
-    )
-    assert all(len(reason.split()) >= 4 for reason in unprinted.values()), "each UNPRINTED reason is a sentence"
+        values = {name: {"str": v} if isinstance(v, str) else {"num": float(v)} for name, v in answer.items()}
+        assert judge_record(keys[gid], {"params": dict(keys[gid].params)}, {"values": values}) is None, (gid, answer)
+
+
+@pytest.mark.parametrize(
+    ("plant", "found"),
+    [
+        (lambda printed, unprinted: printed.pop("ch01_q0a_t_math_s"), "ch01_q0a_t_math_s: a value question in neither"),
+        (
+            lambda printed, unprinted: unprinted.update(ch01_q0c_dot_bound="the text prints it in words"),
+            "ch01_q0c_dot_bound: a choice question in PRINTED and UNPRINTED",
+        ),
+        (
+            lambda printed, unprinted: printed.update(ch01_q0b_dot_intensity={"dot_product_intensity": 0.5}),
+            "ch01_q0b_dot_intensity: a function question in PRINTED",
+        ),
+        (
+            lambda printed, unprinted: unprinted.update(ch01_q0b_dot_intensity="a function question: graded on inputs"),
+            "ch01_q0b_dot_intensity: the reason",
+        ),
+        (
+            lambda printed, unprinted: unprinted.update(ch01_q9_gone="the text prints no answer"),
+            "ch01_q9_gone: no such",
+        ),
+        (lambda printed, unprinted: printed.clear(), "PRINTED is empty"),
+    ],
+)
+def test_the_printed_tables_check_catches_a_planted_violation(plant, found):
+    from exercises.keys import ch01_rooflines as module
+
+    printed, unprinted = dict(module.PRINTED), dict(module.UNPRINTED)
+    assert printed_problems(module.KEYS, printed, unprinted) == []
+    plant(printed, unprinted)
+    problems = printed_problems(module.KEYS, printed, unprinted)
+    assert any(found in problem for problem in problems), problems
 
 
 def test_the_texts_own_constants_give_its_answers_and_the_grader_takes_them():
