@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from book_lib import hardware, roofline
 from book_lib.hardware import get_chip
-from exercises.keys import choice, function, value
+from exercises.keys import choice, function, pick, value
 from exercises.keys.chips import TPUS, TPUS_WITH_INT8, V5E, givens
 
 # The rates the function problems' statements print, each with the book_lib value it must match.
@@ -47,7 +47,7 @@ KEYS = {
         lambda flops, gpu, tpu: (flops / get_chip(gpu).bf16_flops_per_s, flops / get_chip(tpu).bf16_flops_per_s),
         rel_tol=0.02,  # the text rounds the v6e's 1.09 ms to "1.1ms" (its peak there: 9.1e14; Part 2: 9.2e14)
         params={"flops": 1e12, "gpu": "h100", "tpu": "tpu-v6e"},
-        draw=lambda r: {"flops": r.choice((2e11, 5e11, 2e12, 5e12)), "gpu": r.choice(GPUS), "tpu": r.choice(TPUS)},
+        draw=pick(flops=(2e11, 5e11, 2e12, 5e12), gpu=GPUS, tpu=TPUS),
     ),
     "ch01_q0b_dot_intensity": function(
         "dot_product_intensity",
@@ -68,7 +68,7 @@ KEYS = {
         "d_crit",
         lambda tpu: 2 * roofline.critical_intensity(tpu, bytes_per_s=get_chip(tpu).ici_bytes_per_s),
         params={"tpu": "tpu-v6e"},
-        draw=lambda r: {"tpu": r.choice(TPUS)},
+        draw=pick(tpu=TPUS),
     ),
     "ch01_q1a_int8_bytes": function(
         "int8_matmul_bytes", lambda B, D, F: (_int8(B, D, F).bytes_in, _int8(B, D, F).bytes_out), SHAPES
@@ -79,7 +79,7 @@ KEYS = {
         lambda tpu: roofline.critical_intensity(tpu, "int8") / 2,
         rel_tol=0.02,  # the text's 8.2e11 bytes/s: its ridge of 240 where 8.1e11 gives 243
         params={"tpu": "tpu-v5e"},
-        draw=lambda r: {"tpu": r.choice(TPUS_WITH_INT8)},
+        draw=pick(tpu=TPUS_WITH_INT8),
     ),
     "ch01_q1d_int8_bounds": function("int8_matmul_bounds_s", _int8_bounds, SHAPES),
     "ch01_q2_int8_weights": value(
@@ -87,7 +87,7 @@ KEYS = {
         lambda tpu: roofline.critical_intensity(tpu) / 2,
         rel_tol=0.02,
         params={"tpu": "tpu-v5e"},
-        draw=lambda r: {"tpu": r.choice(TPUS)},
+        draw=pick(tpu=TPUS),
     ),
     "ch01_q3_throughput": function("int8_weight_matmul_flops_per_s", _int8_weight_throughput, SHAPES),
     # int8[B, D] x int8[B, D, F] -> int8[B, F]: the weights are read once per batch element
@@ -101,7 +101,7 @@ KEYS = {
         lambda gpu: roofline.critical_intensity(gpu),
         rel_tol=0.02,
         params={"gpu": "h100"},
-        draw=lambda r: {"gpu": r.choice(GPUS)},
+        draw=pick(gpu=GPUS),
     ),
 }
 

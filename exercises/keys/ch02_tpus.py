@@ -7,7 +7,7 @@ import random
 
 from book_lib import collectives, hardware, roofline, systolic, topology
 from book_lib.hardware import get_chip
-from exercises.keys import choice, function, program, redraw, value
+from exercises.keys import choice, function, pick, program, redraw, value
 from exercises.keys.arrays import normal
 from exercises.keys.chips import TPUS, TPUS_2D, TPUS_3D, TPUS_WITH_INT8, V5E, givens, text_chip
 
@@ -276,7 +276,7 @@ KEYS = {
         "dcn_send_s",
         _dcn_send,
         params={"tpu": "tpu-v5p", "send_gib": 1},
-        draw=lambda r: {"tpu": r.choice(TPUS), "send_gib": r.choice((2, 4, 8, 16))},
+        draw=pick(tpu=TPUS, send_gib=(2, 4, 8, 16)),
     ),
     "ch02_q1_load_time": value(
         "load_time_s",
@@ -294,14 +294,14 @@ KEYS = {
         also=(lambda tpu: _pod(text_chip(tpu)),),
         rel_tol=0.02,  # the text's 5.1e16: the v5e's peak rounded to 2e14
         params={"tpu": "tpu-v5e"},
-        draw=lambda r: {"tpu": r.choice(("tpu-v3", "tpu-v4"))},
+        draw=pick(tpu=("tpu-v3", "tpu-v4")),
     ),
     "ch02_q2b_v5p_pod": value(
         _pod_names("pod_b"),
         _pod,
         also=(lambda tpu: _pod(text_chip(tpu)),),  # the text's 860 TB: 96 GB of 1e9 bytes per chip
         params={"tpu": "tpu-v5p"},
-        draw=lambda r: {"tpu": r.choice(("tpu-v2", "tpu-v6e"))},
+        draw=pick(tpu=("tpu-v2", "tpu-v6e")),
     ),
     "ch02_q3a_pcie_batch": value(
         "pcie_batch_tokens",
@@ -339,7 +339,7 @@ KEYS = {
         "vmem_batch_tokens",
         _int8_critical,
         params={"tpu": "tpu-v5e", "d": W_SHAPE[1], "f": W_SHAPE[0], "vmem_over_hbm": VMEM_OVER_HBM},
-        draw=lambda r: {**_draw_int8_matmul(r), "vmem_over_hbm": r.choice((10, 16, 22, 32))},
+        draw=pick(_draw_int8_matmul, vmem_over_hbm=(10, 16, 22, 32)),
     ),
     "ch02_q5_ici_transfer": value(
         ("first_byte_s", "transfer_s"),
