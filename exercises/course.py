@@ -56,7 +56,13 @@ def configure(
     )
 
     from exercises.grading.execute import BookExecute
-    from exercises.grading.pipeline import CheckSavedGrades, CompareAnswers, RecordAnswers, RestoreCells
+    from exercises.grading.pipeline import (
+        CheckMetadata,
+        CheckSavedGrades,
+        CompareAnswers,
+        RecordAnswers,
+        RestoreCells,
+    )
     from exercises.variants import DropSolutionOnly, RenderVariant
 
     root = Path(root).resolve()
@@ -66,9 +72,10 @@ def configure(
     c.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}?timeout=60"
     c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
     c.ClearSolutions.enforce_metadata = True
+    generate = GenerateAssignment.class_traits()["preprocessors"].default()
     c.GenerateAssignment.preprocessors = [
         RenderVariant,
-        *GenerateAssignment.class_traits()["preprocessors"].default(),
+        *(CheckMetadata if step is CheckCellMetadata else step for step in generate),
         DropSolutionOnly,
     ]
     c.Autograde.sanitize_preprocessors = [
@@ -76,7 +83,7 @@ def configure(
         DeduplicateIds,
         OverwriteKernelspec,
         RestoreCells,
-        CheckCellMetadata,
+        CheckMetadata,
     ]
     c.RestoreCells.add_missing_cells = True
     c.Autograde.autograde_preprocessors = [
@@ -89,7 +96,7 @@ def configure(
         SaveAutoGrades,
         CheckSavedGrades,
         AssignLatePenalties,
-        CheckCellMetadata,
+        CheckMetadata,
     ]
     c.BookExecute.timeout = cell_timeout_s
     c.BookExecute.notebook_timeout = notebook_timeout_s

@@ -11,16 +11,23 @@
    value) or nothing.
 5. `CheckSavedGrades` (after nbgrader's `SaveAutoGrades`) reads the scores back from the gradebook
    and refuses the submission if they are not the ones just judged.
+
+`CheckMetadata` stands in for nbgrader's `CheckCellMetadata` wherever it runs (generating and
+grading): the same rules, with the cell schema itself checked once per process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 import secrets
+from collections.abc import Iterator
 
+import jsonschema
+import nbgrader.nbgraderformat.common as nbgrader_format
 from nbgrader.api import Gradebook
 from nbgrader.converters.base import NbGraderException
-from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
+from nbgrader.preprocessors import CheckCellMetadata, NbGraderPreprocessor, OverwriteCells
 from nbgrader.utils import determine_grade
 
 from exercises import variants
@@ -28,7 +35,15 @@ from exercises.grading import judge, programs, recorder
 from exercises.grading.execute import error_output
 from exercises.keys import Key, keys_for
 
-__all__ = ["MARKER", "RestoreCells", "RecordAnswers", "CompareAnswers", "CheckSavedGrades", "draw_spec"]
+__all__ = [
+    "MARKER",
+    "CheckMetadata",
+    "RestoreCells",
+    "RecordAnswers",
+    "CompareAnswers",
+    "CheckSavedGrades",
+    "draw_spec",
+]
 
 MARKER = "# ---- recorded for the grader at grading time ----"
 
@@ -154,3 +169,46 @@ class CheckSavedGrades(NbGraderPreprocessor):
                     "something changed it after it was saved; not graded"
                 )
         return nb, resources
+
+
+class _SchemaCheckedOnce:
+    """`jsonschema` as nbgrader's metadata validator calls it, with each schema checked once: its
+    `jsonschema.validate(instance, schema)` checks the schema against JSON Schema's own before every
+    cell, most of the time a notebook's check takes. The instance is judged as `validate` judges it."""
+
+    def __init__(self) -> None:
+        self._validators: dict[int, jsonschema.protocols.Validator] = {}
+
+    def validate(self, instance: object, schema: dict) -> None:
+        validator = self._validators.get(id(schema))
+        if validator is None:
+            cls = jsonschema.validators.validator_for(schema)
+            cls.check_schema(schema)
+            validator = self._validators[id(schema)] = cls(schema)
+        error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
+        if error is not None:
+            raise error
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(jsonschema, name)
+
+
+_ONCE = _SchemaCheckedOnce()
+
+
+@contextlib.contextmanager
+def _schema_checked_once() -> Iterator[None]:
+    saved, nbgrader_format.jsonschema = nbgrader_format.jsonschema, _ONCE
+    try:
+        yield
+    finally:
+        nbgrader_format.jsonschema = saved
+
+
+class CheckMetadata(CheckCellMetadata):
+    """nbgrader's `CheckCellMetadata` (every cell's nbgrader metadata valid, grade ids unique), with the
+    cell schema checked once per process rather than once per cell (`_SchemaCheckedOnce`)."""
+
+    def preprocess(self, nb, resources):
+        with _schema_checked_once():
+            return super().preprocess(nb, resources)
