@@ -1,8 +1,9 @@
 """In-kernel cheats on the later assignments, and forged JAX evidence, graded through `nbgrader autograde`.
 
-The value, choice and function assignments of chapters 7 to 12 in one class, graded in one run: each
-cheat that fooled an older grader (shadowed builtins, rebound book_lib helpers, later cells blanked,
-a string equal to anything) on answers that are all wrong, so any point is a point stolen. Chapter
+The value, choice and function assignments of chapters 7 to 12 in one class, graded in one run: the
+cheats that fooled an older grader (rebound book_lib helpers, later cells blanked, a string equal to
+anything; shadowed builtins and deleted test cells on chapter 9) on answers that are all wrong, so
+any point is a point stolen. Chapter
 10's blocking programs (right values, wrong structure) under each forgery of the old recorder's
 evidence: 0 on every question.
 """
@@ -29,17 +30,19 @@ SEED = 7
 
 # The value and choice assignments of chapters 7 to 12: each in-kernel cheat, on answers that are all wrong.
 CHEATS = ("ch07_inference", "ch08_serving_llama3", "ch09_profiling", "ch12_gpus")
-# Deleted test cells are put back on every assignment alike (`test_hostile.py` on chapter 1): tried once more here.
-DELETES_TESTS_ON = "ch09_profiling"
+# Shadowed builtins stall the kernel until the cell's limit, and deleted test cells are put back, on every
+# assignment alike (`test_hostile.py` on chapter 1): each tried once more here, on the chapter with every kind.
+ONCE_MORE_ON = "ch09_profiling"
 
 
 def _cheats(keys: dict, values: dict, wrong: dict, assignment: str) -> dict[str, dict[str, str]]:
     """Each cheat of the kernel on an assignment's wrong answers: student -> answers."""
     students = {
-        "shadows_builtins": with_attack(wrong, SHADOW_BUILTINS, assignment),
         "rebinds_helpers": with_attack(wrong, REBINDS_HELPERS, assignment),
         "blanks_later_cells": with_attack(wrong, BLANKS_LATER_CELLS, assignment),
     }
+    if assignment == ONCE_MORE_ON:
+        students["shadows_builtins"] = with_attack(wrong, SHADOW_BUILTINS, assignment)
     choices = [g for g, k in keys.items() if k.kind == "choice"]
     if choices:
         g = choices[0]
@@ -61,7 +64,7 @@ def test_cheats_in_the_kernel_gain_nothing_on_later_assignments(tmp_path):
         students[assignment] = _cheats(keys, values, wrong, assignment)
         for student, answers in students[assignment].items():
             course.submit(assignment, student, answers)
-        if assignment == DELETES_TESTS_ON:
+        if assignment == ONCE_MORE_ON:
             students[assignment]["deletes_tests"] = wrong
             course.submit(assignment, "deletes_tests", wrong, edit=delete_test_cells)
     done = course.autograde("*")
