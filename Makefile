@@ -87,7 +87,7 @@ TEST_TMP := $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || echo 
 
 test: $(STAMP) $(FLOOR_STAMP) $(SITE_ASSETS) sandbox browser lint
 	@base=$$(mktemp -d "$(TEST_TMP)/book-tests.XXXXXX"); \
-	$(BIN)/pytest -n 2 --dist loadscope --basetemp="$$base" tests $(NOTEBOOKS) $(PYTEST_NB); \
+	$(BIN)/pytest -n 2 --dist loadscope --no-loadscope-reorder --basetemp="$$base" tests $(NOTEBOOKS) $(PYTEST_NB); \
 	status=$$?; rm -rf "$$base"; exit $$status
 	$(MAKE) --no-print-directory floor
 

@@ -27,7 +27,7 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET_S = {"chapters": 60.0, "solutions": 60.0}
-PYTEST = [str(ROOT / ".venv" / "bin" / "pytest"), "-q", "-n", "2", "--dist", "loadscope"]
+PYTEST = [str(ROOT / ".venv" / "bin" / "pytest"), "-q", "-n", "2", "--dist", "loadscope", "--no-loadscope-reorder"]
 NBVAL = ["--nbval", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg", "--nbval-cell-timeout=300"]
 # Each part of `make test` as it runs there: (what, command, budget in s or None).
 TIERS = (

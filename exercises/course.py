@@ -10,9 +10,10 @@ when the folder has a `variant.json`, else the text's) and last drops the soluti
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
-__all__ = ["COURSE_ID", "configure", "write_config"]
+__all__ = ["COURSE_ID", "configure", "gradebook_revision", "write_config"]
 
 COURSE_ID = "how-to-scale-your-model"
 CONFIG_FILE = """\
@@ -25,6 +26,26 @@ from exercises.course import configure
 
 configure(get_config(), Path(__file__).resolve().parent{limits})
 """
+
+
+@functools.cache
+def gradebook_revision() -> str:
+    """The alembic revision nbgrader stamps a new gradebook with, the head of its migrations.
+
+    Read here, once per process, instead of by the `alembic heads` subprocess nbgrader starts for every
+    new gradebook (about 4 s of a course's first step, and an `alembic` it looks for on the PATH);
+    `configure` puts it in place of `nbgrader.api.get_alembic_version`.
+    """
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+    from nbgrader import dbutil
+
+    config = Config()
+    config.set_main_option("script_location", dbutil.ALEMBIC_DIR)
+    head = ScriptDirectory.from_config(config).get_current_head()
+    if head is None:
+        raise RuntimeError(f"{dbutil.ALEMBIC_DIR}: no alembic head; nbgrader's migrations are missing")
+    return head
 
 
 def configure(
@@ -42,6 +63,7 @@ def configure(
             isolation: the grader checks its own files around each submission instead; README,
             "Grading").
     """
+    import nbgrader.api
     from nbconvert.preprocessors import ClearMetadataPreprocessor
     from nbgrader.converters import GenerateAssignment
     from nbgrader.preprocessors import (
@@ -65,6 +87,7 @@ def configure(
     )
     from exercises.variants import DropSolutionOnly, RenderVariant
 
+    nbgrader.api.get_alembic_version = gradebook_revision
     root = Path(root).resolve()
     c.CourseDirectory.root = str(root)
     c.CourseDirectory.course_id = COURSE_ID

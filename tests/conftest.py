@@ -1,6 +1,7 @@
 """Shared test set-up: the repository root on sys.path (for `exercises.keys`), its bytecode, the device
 fixture, and a marker per tier: each test is marked with its folder (pure, jax, course, site), and a
-notebook's cells with `notebooks`, so `pytest -m pure` picks a tier (`make unit`: pure and jax)."""
+notebook's cells with `notebooks`, so `pytest -m pure` picks a tier (`make unit`: pure and jax). The
+tiers of long tests run first (`FIRST_TO_LAST`)."""
 
 import compileall
 import os
@@ -30,10 +31,27 @@ def eight_devices():
 
 
 TIERS = ("pure", "jax", "course", "site")
+# The order tests are handed to pytest-xdist's workers (`make test` keeps it: --no-loadscope-reorder): the
+# longest modules first, each a minute or more of grading or of a browser (make bench), then the tiers of
+# few long tests, so that the many short ones at the end fill whichever worker is free and neither waits
+# on the other at the finish.
+LONGEST_FIRST = ("test_hostile.py", "test_book.py", "test_grading.py", "test_cheats.py", "test_unsandboxed.py")
+FIRST_TO_LAST = ("course", "site", "notebooks", "jax", "pure")
+
+
+def _tier(item) -> str:
+    path = Path(str(item.path)).resolve()
+    tier = path.parent.name if path.parent.parent == ROOT / "tests" else "notebooks"
+    return tier if tier in TIERS else "notebooks"
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        path = Path(str(item.path)).resolve()
-        tier = path.parent.name if path.parent.parent == ROOT / "tests" else "notebooks"
-        item.add_marker(getattr(pytest.mark, tier if tier in TIERS else "notebooks"))
+        item.add_marker(getattr(pytest.mark, _tier(item)))
+
+    def rank(item) -> tuple[int, int]:
+        name = Path(str(item.path)).name
+        first = LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+        return first, FIRST_TO_LAST.index(_tier(item))
+
+    items.sort(key=rank)  # stable: each module keeps its own order
