@@ -22,7 +22,7 @@ FLOOR_STAMP := $(FLOOR)/.installed-$(FLOOR_JAX)
 help:
 	@echo "make book       build the HTML book into _build/html/"
 	@echo "make check-site build the book and check every page in headless Chromium, offline"
-	@echo "make unit       the fast tiers, tests/pure and tests/jax: start here (under a minute)"
+	@echo "make unit       the fast tests of tests/pure and tests/jax: start here (under a minute)"
 	@echo "make test       every tier (pure, jax, course, site), the notebooks (nbval), chapters at the jax floor"
 	@echo "make floor      run the chapters on the oldest jax pyproject.toml allows (.venv-floor)"
 	@echo "make devices    run the chapters on 1, 2, 4 and 16 CPU devices (a reader's own XLA_FLAGS count)"
@@ -79,7 +79,7 @@ devices: $(STAMP)
 	done
 
 unit: $(STAMP)
-	$(BIN)/pytest -n 2 tests/pure tests/jax
+	$(BIN)/pytest -n 2 --dist loadfile -p no:nbval -m "not slow" tests/pure tests/jax
 
 # The tests' folders (courses and their SQLite gradebooks, the built book) go to memory where the
 # machine has a tmpfs: nbgrader commits once per cell, and a commit there costs no wait on the disk.

@@ -44,6 +44,7 @@ def test_blockwise_matches_naive_and_numpy(causal, block_size):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_bad_shapes_and_blocks_are_rejected():
     q, k, v = _qkv()
     with pytest.raises(ValueError, match="block_size=7"):
@@ -77,6 +78,7 @@ def test_layer_flops_match_book_lib_within_two_percent():
     assert hlo.cost(compiled).flops == pytest.approx(predicted, rel=0.02)
 
 
+@pytest.mark.slow
 def test_layer_output_shape_and_moe_rejection():
     params = attention.init_layer(SMALL, jax.random.key(1))
     out = attention.transformer_layer(params, jnp.ones((8, SMALL.d_model)), SMALL)
@@ -88,6 +90,7 @@ def test_layer_output_shape_and_moe_rejection():
         attention.transformer_layer(params, jnp.ones((8, SMALL.d_model)), SMALL, cache=cache)
 
 
+@pytest.mark.slow
 def test_with_positions_a_query_sees_no_later_token():
     params = attention.init_layer(SMALL, jax.random.key(1))
     x = jax.random.normal(jax.random.key(2), (8, SMALL.d_model))
@@ -96,6 +99,7 @@ def test_with_positions_a_query_sees_no_later_token():
     assert jnp.allclose(first[:5], changed[:5]) and not jnp.allclose(first[5:], changed[5:])
 
 
+@pytest.mark.slow
 def test_blockwise_gradient_matches_naive():
     q, k, v = _qkv()
 
@@ -110,6 +114,7 @@ def test_blockwise_gradient_matches_naive():
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_block_remat_recomputes_all_but_each_layers_last_matmul():
     tokens = 64
     layers = [attention.init_layer(SMALL, jax.random.key(i)) for i in range(2)]

@@ -22,6 +22,7 @@ def test_time_jitted_returns_ordered_positive_times():
         bench.time_jitted(lambda x: x, jnp.ones(2), n_warmup=-1)
 
 
+@pytest.mark.slow
 def test_measure_peaks_and_sweeps_give_positive_rates():
     device = devices.single_device()
     peaks = bench.measure_peaks(device, jnp.float32, matmul_n=128, vector_n=2**14)

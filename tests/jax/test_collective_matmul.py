@@ -28,6 +28,7 @@ def _close(out, ref):
         (cm.matmul_reducescatter, cm.matmul_reducescatter_blocking, "reduce-scatter"),
     ],
 )
+@pytest.mark.slow
 def test_ring_equals_blocking_and_jnp_with_permutes_only(ring, blocking, blocking_op):
     a, w = _inputs()
     n = devices.n_devices()

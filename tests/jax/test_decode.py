@@ -26,6 +26,7 @@ def prompt():
     return jax.random.randint(jax.random.key(1), (3, 7), 0, CONFIG.vocab_size)
 
 
+@pytest.mark.slow
 def test_cached_generation_equals_recomputation(params, prompt):
     with jax.default_matmul_precision("highest"):
         cached = decode.generate(params, prompt, 3, CONFIG)
@@ -34,6 +35,7 @@ def test_cached_generation_equals_recomputation(params, prompt):
     np.testing.assert_array_equal(cached, recomputed)
 
 
+@pytest.mark.slow
 def test_each_decode_step_gives_the_full_forward_logits(params, prompt):
     with jax.default_matmul_precision("highest"):
         tokens = jnp.concatenate([prompt, decode.generate(params, prompt, 4, CONFIG)], axis=1)
@@ -45,6 +47,7 @@ def test_each_decode_step_gives_the_full_forward_logits(params, prompt):
             np.testing.assert_allclose(logits, full[:, pos], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_the_cache_is_causal_a_later_token_changes_no_earlier_logit(params, prompt):
     with jax.default_matmul_precision("highest"):
         a = forward(params, prompt, CONFIG)
@@ -53,6 +56,7 @@ def test_the_cache_is_causal_a_later_token_changes_no_earlier_logit(params, prom
     assert not np.allclose(a[:, -1], b[:, -1])
 
 
+@pytest.mark.slow
 def test_donated_cache_is_updated_in_place(params, prompt):
     donating = jax.jit(decode.decode_step, static_argnums=4, donate_argnums=1)
     _, cache = prefill(params, prompt, decode.init_cache(CONFIG, 3, 9), CONFIG)
@@ -63,6 +67,7 @@ def test_donated_cache_is_updated_in_place(params, prompt):
     assert bool(jnp.any(new["k"][:, :, 7] != 0)) and bool(jnp.all(new["k"][:, :, 8] == 0))
 
 
+@pytest.mark.slow
 def test_int8_weights_are_within_half_a_step_and_decode_alike(params, prompt):
     q = decode.quantize_int8(params)
     layer, qlayer = params["layers"][0], q["layers"][0]

@@ -21,6 +21,7 @@ def _close(out, ref, dtype, k):
     np.testing.assert_allclose(np.asarray(out, np.float32), ref, rtol=r, atol=r * np.abs(ref).max())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("style", ["grid", "loop"])
 def test_matmul_equals_jnp_in_both_forms(style):
     x, y = _normal(0, (256, 384)), _normal(1, (384, 256))
@@ -29,6 +30,7 @@ def test_matmul_equals_jnp_in_both_forms(style):
         _close(out, x @ y, "float32", 384)
 
 
+@pytest.mark.slow
 def test_matmul_public_api_bf16_and_a_wrong_kernel_fails():
     x, y = _normal(2, (256, 256), jnp.bfloat16), _normal(3, (256, 256), jnp.bfloat16)
     out = kernels.matmul(x, y, block_sizes=tiling.BlockSizes(block_m=128, block_n=128, block_k=128))
@@ -45,6 +47,7 @@ def test_matmul_public_api_bf16_and_a_wrong_kernel_fails():
         _close(out, jnp.dot(x[:, :128], y[:128], preferred_element_type=jnp.float32), "bf16", 256)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("style", "causal"), [("grid", False), ("grid", True), ("loop", True)])
 def test_flash_attention_equals_naive(style, causal):
     q, k, v = _normal(4, (128, 64)), _normal(5, (256, 64)), _normal(6, (256, 64))
@@ -57,6 +60,7 @@ def test_flash_attention_equals_naive(style, causal):
                 _close(out, attention.naive_attention(q, k, v), "float32", 256)
 
 
+@pytest.mark.slow
 def test_flash_attention_public_api_under_vmap():
     qkv = _normal(7, (2, 128, 64))  # two heads, self-attention
 

@@ -45,6 +45,7 @@ EMULATED = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["bf16", "tf32"])
 def test_emulated_precision_rounds_default_matmuls_only(kind):
     env = {**os.environ, precision.ENV_VAR: kind}

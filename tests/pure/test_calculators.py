@@ -109,6 +109,7 @@ def test_bad_settings_are_refused_by_name(call, message):
         call()
 
 
+@pytest.mark.slow
 def test_in_a_kernel_the_cell_shows_the_live_widget_then_the_table():
     """Executed as Jupyter and Colab execute it: the widget's models live in the kernel, the table beside it."""
     import nbformat

@@ -205,6 +205,7 @@ def test_the_plots_drawn_below_are_every_figure_that_takes_a_chip():
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chip", EVERY_CHIP)
 def test_every_plot_of_a_chip_draws_it(chip):
     bandwidths = (("HBM", hardware.get_chip(chip).hbm_bytes_per_s), ("ICI", hardware.get_chip(chip).ici_bytes_per_s))

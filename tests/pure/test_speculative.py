@@ -18,6 +18,7 @@ def test_greedy_keeps_the_agreeing_prefix_and_adds_the_targets_token():
     assert speculative.accept_greedy(logits, np.array([0, 0, 2])).tolist() == [1]
 
 
+@pytest.mark.slow
 def test_sampled_tokens_follow_the_target_distribution():
     rng = np.random.default_rng(0)
     v, trials = 5, 60_000
