@@ -17,7 +17,7 @@ FLOOR_JAX := $(shell sed -n 's/.*"jax>=\([0-9.]*\)".*/\1/p' pyproject.toml)
 FLOOR := .venv-floor
 FLOOR_STAMP := $(FLOOR)/.installed-$(FLOOR_JAX)
 
-.PHONY: help install floor devices sandbox browser unit test book check-site exercises course grade chapters sync bench lint clean
+.PHONY: help install floor devices sandbox browser postgres unit test book check-site exercises course grade chapters sync bench lint clean
 
 help:
 	@echo "make book       build the HTML book into _build/html/"
@@ -27,8 +27,8 @@ help:
 	@echo "make floor      run the chapters on the oldest jax pyproject.toml allows (.venv-floor)"
 	@echo "make devices    run the chapters on 1, 2, 4 and 16 CPU devices (a reader's own XLA_FLAGS count)"
 	@echo "make exercises  regenerate exercises/release/ and solutions/ from exercises/source/"
-	@echo "make course DIR=path [SEED=n]  a class's nbgrader course folder (its own numbers with SEED)"
-	@echo "make grade DIR=path ASSIGNMENT=name [JOBS=n]  autograde every submission, n at a time"
+	@echo "make course DIR=path [SEED=n] [DB=postgresql://...]  a class's nbgrader course folder (its own numbers with SEED)"
+	@echo "make grade DIR=path ASSIGNMENT=name [JOBS=n | SCHEDULER=tcp://host:8786]  autograde every submission"
 	@echo "make chapters   re-execute the chapter notebooks in place (commit them with their outputs)"
 	@echo "make sync       rewrite every setup cell and Colab link, and the module map's pages and tables"
 	@echo "make bench      time each notebook, each test tier and the whole suite"
@@ -70,6 +70,12 @@ browser:
 	  (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1; } || \
 	  echo "chromium is not installed: the site check fails until it is (apt-get install chromium)"
 
+# A gradebook on PostgreSQL (`make course DB=...`): the tests start a throwaway server of Debian's package.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  (apt-get update -qq && apt-get install -y -qq postgresql) >/dev/null 2>&1; } || \
+	  echo "postgresql is not installed: the distributed grading tests fail until it is (apt-get install postgresql)"
+
 # A reader's own device count is kept (book_lib.devices): each chapter runs, or skips a cell with
 # `%%needs_devices N` and says so. Not part of `make test` (four more runs of every chapter).
 devices: $(STAMP)
@@ -85,7 +91,7 @@ unit: $(STAMP)
 # machine has a tmpfs: nbgrader commits once per cell, and a commit there costs no wait on the disk.
 TEST_TMP := $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || echo $${TMPDIR:-/tmp})
 
-test: $(STAMP) $(FLOOR_STAMP) $(SITE_ASSETS) sandbox browser lint
+test: $(STAMP) $(FLOOR_STAMP) $(SITE_ASSETS) sandbox browser postgres lint
 	@base=$$(mktemp -d "$(TEST_TMP)/book-tests.XXXXXX"); \
 	$(BIN)/pytest -n 2 --dist loadscope --no-loadscope-reorder --basetemp="$$base" tests $(NOTEBOOKS) $(PYTEST_NB); \
 	status=$$?; rm -rf "$$base"; exit $$status
@@ -103,11 +109,11 @@ exercises: $(STAMP)
 
 course: $(STAMP)
 	@test -n "$(DIR)" || { echo "usage: make course DIR=path/to/class [SEED=number]"; exit 2; }
-	$(BIN)/python exercises/build.py --course "$(DIR)" $(if $(SEED),--seed $(SEED))
+	$(BIN)/python exercises/build.py --course "$(DIR)" $(if $(SEED),--seed $(SEED)) $(if $(DB),--db "$(DB)")
 
 grade: $(STAMP) sandbox
 	@test -n "$(DIR)" && test -n "$(ASSIGNMENT)" || { echo "usage: make grade DIR=path/to/class ASSIGNMENT=name [JOBS=n]"; exit 2; }
-	$(BIN)/python -m exercises.grade "$(DIR)" "$(ASSIGNMENT)" --jobs $(or $(JOBS),1)
+	$(BIN)/python -m exercises.grade "$(DIR)" "$(ASSIGNMENT)" $(if $(SCHEDULER),--scheduler "$(SCHEDULER)",--jobs $(or $(JOBS),1))
 
 chapters: $(STAMP)
 	$(BIN)/python tools/notebooks.py execute

@@ -9,7 +9,7 @@ Expected values live only in `exercises/keys/`, read by the grader's process (`e
 no notebook holds one.
 
     python exercises/build.py [ASSIGNMENT ...]
-    python exercises/build.py --course DIR [--seed N] [ASSIGNMENT ...]   (`make course`)
+    python exercises/build.py --course DIR [--seed N] [--db URL] [ASSIGNMENT ...]   (`make course`)
 
 The second form makes a class's own nbgrader course folder; with a seed, the class gets its own
 numbers in every value question (`exercises/variants.py`).
@@ -158,8 +158,9 @@ def rendered_source(assignment: str, values: dict | None = None):
     return render(nbformat.read(source_path(assignment), as_version=4), assignment, values)
 
 
-def generate_release(assignment: str, course_root: Path = COURSE) -> Path:
-    """nbgrader's generate_assignment into `course_root/release/` (templates filled, solution-only cells dropped)."""
+def generate_release(assignment: str, course_root: Path = COURSE, db: str | None = None) -> Path:
+    """nbgrader's generate_assignment into `course_root/release/` (templates filled, solution-only cells dropped),
+    recorded in the gradebook (`db`: a PostgreSQL URL, or None for SQLite in `course_root`)."""
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config import Config
@@ -167,7 +168,7 @@ def generate_release(assignment: str, course_root: Path = COURSE) -> Path:
     from exercises.course import configure
 
     config = Config()
-    configure(config, course_root)
+    configure(config, course_root, db=db)
     api = NbGraderAPI(CourseDirectory(config=config), config=config)
     result = api.generate_assignment(assignment, force=True, create=True)
     if not result["success"]:
@@ -201,30 +202,38 @@ def build(assignment: str) -> None:
 
 
 def make_course(
-    dest: Path, assignments: list[str], *, seed: int | None = None, solutions: bool = True, **limits
+    dest: Path,
+    assignments: list[str],
+    *,
+    seed: int | None = None,
+    solutions: bool = True,
+    db: str | None = None,
+    **limits,
 ) -> None:
     """A class's nbgrader course folder at `dest`, ready for `nbgrader autograde`.
 
     It holds the sources, an `nbgrader_config.py` (with `limits`: `configure`'s keywords), the
     class's values in `variant.json` when `seed` is given (its private key: keep the folder from
     students), the release and gradebook from nbgrader's generate_assignment, and, with
-    `solutions`, the class's executed reference solutions in `dest/solutions/`.
+    `solutions`, the class's executed reference solutions in `dest/solutions/`. The gradebook is
+    SQLite in `dest`, or the PostgreSQL database `db` names (an existing database; nbgrader makes its tables).
     """
     from exercises import variants
-    from exercises.course import write_config
+    from exercises.course import gradebook_url, write_config
 
     dest = Path(dest).resolve()
+    gradebook_url(dest, db)  # a bad URL is refused before anything is written
     dest.mkdir(parents=True, exist_ok=True)
     for assignment in assignments:
         shutil.copytree(COURSE / "source" / assignment, dest / "source" / assignment, dirs_exist_ok=True)
-    write_config(dest, **limits)
+    write_config(dest, **({"db": db} if db is not None else {}), **limits)
     (dest / variants.VALUES_FILE).unlink(missing_ok=True)
     if seed is not None:
         variants.save(dest, seed, assignments)
     for assignment in assignments:
         rendered = rendered_source(assignment, variants.load(dest, assignment))
         check_questions(rendered, assignment)
-        generate_release(assignment, dest)
+        generate_release(assignment, dest, db)
         if solutions:
             nb = solution_notebook(rendered, assignment)
             (dest / "solutions").mkdir(exist_ok=True)
@@ -239,6 +248,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("assignments", nargs="*", help="default: every assignment")
     parser.add_argument("--course", type=Path, help="make a class's course folder here instead")
     parser.add_argument("--seed", type=int, help="with --course: the class's own numbers from this seed")
+    parser.add_argument("--db", help="with --course: the gradebook's PostgreSQL URL (default: SQLite in DIR)")
     args = parser.parse_args(argv)
     chosen = args.assignments or assignments()
     unknown = sorted(set(chosen) - set(assignments()))
@@ -246,8 +256,13 @@ def main(argv: list[str]) -> int:
         parser.error(f"assignments={unknown}: unknown; allowed: {', '.join(assignments())}")
     if args.seed is not None and args.course is None:
         parser.error(f"--seed={args.seed} needs --course DIR (the repository's own release keeps the text's numbers)")
+    if args.db is not None and args.course is None:
+        parser.error(f"--db={args.db!r} needs --course DIR (the repository's own release keeps no gradebook)")
     if args.course is not None:
-        make_course(args.course, chosen, seed=args.seed)
+        try:
+            make_course(args.course, chosen, seed=args.seed, db=args.db)
+        except ValueError as err:
+            parser.error(str(err))
         return 0
     for assignment in chosen:
         build(assignment)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-__all__ = ["COURSE_ID", "configure", "gradebook_revision", "write_config"]
+__all__ = ["COURSE_ID", "configure", "gradebook_revision", "gradebook_url", "write_config"]
 
 COURSE_ID = "how-to-scale-your-model"
 CONFIG_FILE = """\
@@ -26,6 +26,22 @@ from exercises.course import configure
 
 configure(get_config(), Path(__file__).resolve().parent{limits})
 """
+
+
+def gradebook_url(root: Path, db: str | None = None) -> str:
+    """The SQLAlchemy URL of a course's gradebook: SQLite in `root` (one machine), or the PostgreSQL
+    database `db` names (`postgresql://USER@HOST/NAME`, which several grading machines can write at once).
+
+    Raises:
+        ValueError: `db` is neither None nor a PostgreSQL URL.
+    """
+    if db is None:
+        # several graders may share a SQLite gradebook (`make grade JOBS=n`): wait for its lock, up to a minute
+        return f"sqlite:///{Path(root).resolve() / 'gradebook.db'}?timeout=60"
+    for scheme in ("postgresql://", "postgresql+psycopg://"):
+        if db.startswith(scheme):
+            return "postgresql+psycopg://" + db.removeprefix(scheme)
+    raise ValueError(f"db={db!r}: not a PostgreSQL URL; allowed: postgresql://USER@HOST[:PORT]/NAME, or none (SQLite)")
 
 
 @functools.cache
@@ -49,7 +65,13 @@ def gradebook_revision() -> str:
 
 
 def configure(
-    c, root: Path, *, cell_timeout_s: int = 60, notebook_timeout_s: int = 600, sandbox: str = "bwrap"
+    c,
+    root: Path,
+    *,
+    cell_timeout_s: int = 60,
+    notebook_timeout_s: int = 600,
+    sandbox: str = "bwrap",
+    db: str | None = None,
 ) -> None:
     """Fill the traitlets config `c` for the course rooted at `root`.
 
@@ -62,6 +84,7 @@ def configure(
         sandbox: "bwrap" (grading refuses to run where bubblewrap does not work) or "none" (no
             isolation: the grader checks its own files around each submission instead; README,
             "Grading").
+        db: the gradebook: None for SQLite in `root`, or a PostgreSQL URL (`gradebook_url`).
     """
     import nbgrader.api
     from nbconvert.preprocessors import ClearMetadataPreprocessor
@@ -91,8 +114,7 @@ def configure(
     root = Path(root).resolve()
     c.CourseDirectory.root = str(root)
     c.CourseDirectory.course_id = COURSE_ID
-    # several graders may share the gradebook (`make grade JOBS=n`): wait for its lock, up to a minute
-    c.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}?timeout=60"
+    c.CourseDirectory.db_url = gradebook_url(root, db)
     c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
     c.ClearSolutions.enforce_metadata = True
     generate = GenerateAssignment.class_traits()["preprocessors"].default()

@@ -1,6 +1,7 @@
 """`make grade`: grade every submitted student of an assignment with several workers.
 
     python -m exercises.grade DIR ASSIGNMENT [--jobs N]
+    python -m exercises.grade DIR ASSIGNMENT --scheduler tcp://HOST:8786   (`exercises/distributed.py`)
 
 Each worker is one process that loads nbgrader and the course's `nbgrader_config.py` once and then
 grades one student after another through nbgrader's own API (`NbGraderAPI.autograde`), exactly as
@@ -8,6 +9,8 @@ grades one student after another through nbgrader's own API (`NbGraderAPI.autogr
 gradebook (SQLite, whose lock the writers wait for; `exercises/course.py`). With one job the grades
 are those of `nbgrader autograde ASSIGNMENT`. Several jobs need the sandbox: without it the grader
 checks its own files around each submission, and another worker's writes would look like an attack.
+With `--scheduler`, the submissions go to the workers of a Dask cluster instead, each grading into the
+course's PostgreSQL gradebook (`make course DB=...`).
 """
 
 from __future__ import annotations
@@ -99,15 +102,23 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dir", type=Path, help="the course folder (`make course DIR=...`)")
     parser.add_argument("assignment")
-    parser.add_argument("--jobs", type=int, default=1, help="workers, each grading one submission at a time")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--jobs", type=int, default=1, help="workers, each grading one submission at a time")
+    where.add_argument("--scheduler", help="a Dask scheduler's address (tcp://HOST:8786): grade on its workers")
     args = parser.parse_args(argv)
     try:
-        summary = grade(args.dir, args.assignment, args.jobs)
+        if args.scheduler is not None:
+            from exercises.distributed import grade_on_cluster
+
+            summary = grade_on_cluster(args.dir, args.assignment, args.scheduler)
+        else:
+            summary = grade(args.dir, args.assignment, args.jobs)
     except ValueError as err:
         parser.error(str(err))
     failed = sorted(s for s, ok in summary["students"].items() if not ok)
+    workers = f"the workers of {args.scheduler}" if args.scheduler else f"{args.jobs} worker(s)"
     print(
-        f"{len(summary['students'])} submissions in {summary['seconds']:.0f} s with {args.jobs} worker(s): "
+        f"{len(summary['students'])} submissions in {summary['seconds']:.0f} s with {workers}: "
         f"{summary['per_minute']:.1f} per minute" + (f"; not graded: {', '.join(failed)}" if failed else "")
     )
     return 1 if failed else 0

@@ -238,8 +238,18 @@ def _fill(source: str, scope: dict, *, code: bool, where: str) -> str:
 
 
 def course_root(resources) -> Path:
-    """The course folder nbgrader is working in (where its gradebook is)."""
-    return Path(resources["nbgrader"]["db_url"].removeprefix("sqlite:///")).parent
+    """The course folder nbgrader is working in: where a SQLite gradebook is; with a PostgreSQL one, the
+    folder above the notebook's `source/ASSIGNMENT/` or `submitted/STUDENT/ASSIGNMENT/` (never a
+    folder a student's own files could name)."""
+    db_url = resources["nbgrader"]["db_url"]
+    if db_url.startswith("sqlite:///"):
+        return Path(db_url.removeprefix("sqlite:///")).parent
+    path = Path(resources.get("metadata", {}).get("path") or ".").resolve()
+    if path.parent.name in ("source", "release"):
+        return path.parent.parent
+    if path.parent.parent.name in ("submitted", "autograded", "feedback"):
+        return path.parent.parent.parent
+    raise ValueError(f"path={str(path)!r}: not in a course's source/ or submitted/; allowed: a course's notebook")
 
 
 class RenderVariant(NbGraderPreprocessor):
