@@ -27,7 +27,7 @@ from traitlets import Integer, Unicode
 
 from exercises import variants
 from exercises.grading import integrity, programs
-from exercises.grading.sandbox import MODES, Box, Limits, become_subreaper, reap_children, sandbox_works
+from exercises.grading.sandbox import MODES, Box, Limits, become_subreaper, reap_children, sandbox_problem
 
 __all__ = ["BookExecute", "error_output"]
 
@@ -105,10 +105,11 @@ class BookExecute(Execute):
             )
         if self.sandbox not in MODES:
             raise NbGraderException(f"sandbox={self.sandbox!r}: unknown; allowed: {', '.join(MODES)}")
-        if self.sandbox == "bwrap" and not sandbox_works():
+        problem = sandbox_problem() if self.sandbox == "bwrap" else None
+        if problem is not None:
             raise NbGraderException(
-                "sandbox='bwrap': bubblewrap cannot run a kernel here (install it: apt-get install bubblewrap; "
-                "it needs prlimit and setpriv from util-linux), so nothing is graded. To grade without "
+                f"sandbox='bwrap': bubblewrap cannot run a kernel here ({problem}; install it: apt-get install "
+                "bubblewrap; it needs prlimit and setpriv from util-linux), so nothing is graded. To grade without "
                 "isolation, knowing a submission can then reach this machine, set sandbox='none' in the "
                 "course's nbgrader_config.py."
             )

@@ -46,7 +46,9 @@ __all__ = [
     "Limits",
     "Box",
     "Cgroup",
+    "book_lib_folder",
     "python_paths",
+    "sandbox_problem",
     "sandbox_works",
     "become_subreaper",
     "reap_children",
@@ -199,12 +201,25 @@ class Cgroup:
                     time.sleep(0.05)
 
 
+def book_lib_folder() -> Path | None:
+    """The folder of the `book_lib` this grader imports (its package folder), None if it has none.
+
+    It is the one the kernel gets: bound into the box and first on the kernel's `PYTHONPATH`
+    (`Box.env`), whichever `book_lib` the environment's editable install points to (a worker may grade
+    with a copy of the course's code).
+    """
+    spec = importlib.util.find_spec("book_lib")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))).resolve()
+
+
 def python_paths() -> list[Path]:
     """What the kernel's Python reads: its installation, the environment's packages and `book_lib`'s folder."""
     paths = {Path(sys.base_prefix), Path(sys.prefix), Path(sysconfig.get_paths()["purelib"])}
-    spec = importlib.util.find_spec("book_lib")
-    if spec is not None and spec.submodule_search_locations:
-        paths |= {Path(p) for p in spec.submodule_search_locations}
+    library = book_lib_folder()
+    if library is not None:
+        paths.add(library)
     resolved = {p.resolve() for p in paths if p.exists()}
     # a folder inside another one needs no bind of its own
     return sorted(p for p in resolved if not any(q != p and q in p.parents for q in resolved))
@@ -255,6 +270,9 @@ class Box:
             XDG_CONFIG_HOME=f"{home}/.config", XDG_RUNTIME_DIR=f"{home}/.runtime", JUPYTER_RUNTIME_DIR=str(self.sockets)
         )
         env.update(PYTHONDONTWRITEBYTECODE="1", JAX_PLATFORMS="cpu", NBGRADER_EXECUTION="autograde")
+        library = book_lib_folder()
+        if library is not None:  # the grader's own book_lib, before any the environment points to
+            env["PYTHONPATH"] = str(library.parent)
         if self.mode == "none":
             env["TMPDIR"] = str(self.workdir / "tmp")
             (self.workdir / "tmp").mkdir(exist_ok=True)
@@ -340,24 +358,51 @@ class Box:
             self.cgroup = None
 
 
+# What the probe runs in a box: the kernel's imports, and where its book_lib came from.
+_PROBE = """
+import socket
+try:
+    import book_lib
+except ImportError as err:
+    print("import book_lib failed:", err)
+else:
+    print(book_lib.__path__[0])
+"""
+
+
 @functools.cache
-def sandbox_works() -> bool:
-    """True when a `bwrap` box can run this Python here (namespaces allowed, tools installed)."""
-    if not all(shutil.which(tool) for tool in ("bwrap", "prlimit", "setpriv")):
-        return False
+def sandbox_problem() -> str | None:
+    """Why a `bwrap` box cannot run a grading kernel here (a missing tool, bubblewrap's own error, or a
+    `book_lib` import that fails or finds another copy than the grader's), or None when it can."""
+    missing = [tool for tool in ("bwrap", "prlimit", "setpriv") if shutil.which(tool) is None]
+    if missing:
+        return f"{', '.join(missing)} not found on PATH"
     import tempfile
 
+    expected = book_lib_folder()
     with tempfile.TemporaryDirectory(prefix="book-sandbox-probe-") as tmp:
         box = Box(Path(tmp), "bwrap", Limits())
         try:
             box.prepare()
-            cmd = box.wrap([sys.executable, "-c", "import socket, book_lib; print('ok')"])
+            cmd = box.wrap([sys.executable, "-c", _PROBE])
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=box.env())
-            return done.returncode == 0 and done.stdout.strip() == "ok"
-        except (OSError, subprocess.TimeoutExpired):
-            return False
+        except (OSError, subprocess.TimeoutExpired) as err:
+            return f"the box did not start: {err}"
         finally:
             box.close()
+    said = done.stdout.strip()
+    if done.returncode != 0:
+        return f"the box's Python exited with {done.returncode}: {(done.stderr or said).strip()[-500:]}"
+    if said.startswith("import book_lib failed"):
+        return f"{said} (the grader binds {expected} into the box, on the kernel's PYTHONPATH)"
+    if expected is not None and Path(said) != expected:
+        return f"the kernel imported book_lib from {said}, not the grader's {expected}"
+    return None
+
+
+def sandbox_works() -> bool:
+    """True when a `bwrap` box can run this Python here (`sandbox_problem` finds nothing)."""
+    return sandbox_problem() is None
 
 
 def become_subreaper() -> bool:

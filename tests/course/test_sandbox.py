@@ -100,6 +100,27 @@ def test_a_box_reaches_no_network_no_host_file_no_course_and_no_key(box, tmp_pat
 
 
 @SANDBOXED
+def test_the_kernel_imports_the_book_lib_the_grader_binds_and_the_probe_names_a_failed_import(tmp_path):
+    """A grader whose `book_lib` is a copy (as a worker on another machine has), not the one the editable
+    install points to: the box's kernel imports that copy. A copy that cannot be imported is named."""
+    repo = Path(__file__).resolve().parents[2]
+    copy = tmp_path / "copy"
+    shutil.copytree(repo / "book_lib", copy / "book_lib", ignore=shutil.ignore_patterns("__pycache__"))
+    broken = tmp_path / "broken" / "book_lib"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('a broken copy')\n")
+    probe = "import sys\nsys.path.insert(0, sys.argv[1])\nfrom exercises.grading import sandbox\n"
+    probe += "print(sandbox.sandbox_problem())"
+    said = {}
+    for folder in (copy, broken.parent):
+        done = subprocess.run([sys.executable, "-c", probe, str(folder)], capture_output=True, text=True, cwd=repo)
+        said[folder.name] = done.stdout.strip()
+    assert said["copy"] == "None", said
+    assert said["broken"].startswith("import book_lib failed: a broken copy"), said
+    assert str(broken) in said["broken"], said
+
+
+@SANDBOXED
 def test_a_box_ends_every_process_it_started(box):
     tag = f"book-sandbox-test-{os.getpid()}-{time.monotonic_ns()}"
     started = _run(
