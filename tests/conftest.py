@@ -35,7 +35,14 @@ TIERS = ("pure", "jax", "course", "site")
 # longest modules first, each a minute or more of grading or of a browser (make bench), then the tiers of
 # few long tests, so that the many short ones at the end fill whichever worker is free and neither waits
 # on the other at the finish.
-LONGEST_FIRST = ("test_hostile.py", "test_book.py", "test_grading.py", "test_cheats.py", "test_unsandboxed.py")
+LONGEST_FIRST = (
+    "test_hostile.py",
+    "test_book.py",
+    "test_grading.py",
+    "test_distributed.py",
+    "test_cheats.py",
+    "test_unsandboxed.py",
+)
 FIRST_TO_LAST = ("course", "site", "notebooks", "jax", "pure")
 
 

@@ -101,7 +101,8 @@ class Backup:
         for tree in self.trees:
             self.files |= {p: p.read_bytes() for p in tree.rglob("*") if p.is_file() and not p.is_symlink()}
         self._db = sqlite3.connect(":memory:")
-        if self.gradebook.is_file():
+        self._had_gradebook = self.gradebook.is_file()
+        if self._had_gradebook:
             with closing(sqlite3.connect(self.gradebook)) as source:
                 source.backup(self._db)
 
@@ -114,7 +115,8 @@ class Backup:
         """Every copied file as it was, every file added beside them or under the copied folders
         removed, the gradebook back."""
         for p in self.root.iterdir():
-            if p not in self.files and p != self.gradebook and (p.is_file() or p.is_symlink()):
+            kept = p == self.gradebook and self._had_gradebook
+            if p not in self.files and not kept and (p.is_file() or p.is_symlink()):
                 p.unlink()
         for tree in self.trees:
             for p in sorted(tree.rglob("*"), reverse=True):
@@ -125,5 +127,6 @@ class Backup:
                 path.unlink(missing_ok=True)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(data)
-        with closing(sqlite3.connect(self.gradebook)) as target:
-            self._db.backup(target)
+        if self._had_gradebook:  # a PostgreSQL course has none here
+            with closing(sqlite3.connect(self.gradebook)) as target:
+                self._db.backup(target)

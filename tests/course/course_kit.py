@@ -15,6 +15,7 @@ from pathlib import Path
 import nbformat
 
 from exercises import build, variants
+from exercises.course import gradebook_url
 from exercises.grading.sandbox import sandbox_works
 from exercises.keys import Key
 
@@ -53,12 +54,13 @@ def wrong_answer(key: Key, gid: str, solution: str, values: dict | None = None) 
     return "\n".join(lines)
 
 
-def gradebook_scores(root: Path, assignment: str) -> dict[str, dict[str, tuple[float, float]]]:
-    """student -> grade_id -> (score, max score), from the gradebook of the course folder at `root`."""
+def gradebook_scores(root: Path, assignment: str, db: str | None = None) -> dict[str, dict[str, tuple[float, float]]]:
+    """student -> grade_id -> (score, max score), from the gradebook of the course folder at `root` (on
+    PostgreSQL at `db`)."""
     from nbgrader.api import Gradebook
 
     out = {}
-    with Gradebook(f"sqlite:///{Path(root) / 'gradebook.db'}") as gb:
+    with Gradebook(gradebook_url(root, db)) as gb:
         for submission in gb.assignment_submissions(assignment):
             notebook = gb.find_submission_notebook(assignment, assignment, submission.student.id)
             out[submission.student.id] = {g.name: (g.score, g.max_score) for g in notebook.grades}
@@ -66,7 +68,8 @@ def gradebook_scores(root: Path, assignment: str) -> dict[str, dict[str, tuple[f
 
 
 class Course:
-    """A course folder under `root` holding `assignments`, graded with these limits (a class's numbers with `seed`)."""
+    """A course folder under `root` holding `assignments`, graded with these limits (a class's numbers with
+    `seed`; its gradebook on PostgreSQL at `db`)."""
 
     def __init__(
         self,
@@ -77,8 +80,10 @@ class Course:
         notebook_timeout_s: int = 300,
         sandbox: str = SANDBOX,
         seed: int | None = None,
+        db: str | None = None,
     ):
         self.root = root
+        self.db = db
         build.make_course(
             root,
             assignments,
@@ -87,6 +92,7 @@ class Course:
             cell_timeout_s=cell_timeout_s,
             notebook_timeout_s=notebook_timeout_s,
             sandbox=sandbox,
+            db=db,
         )
         self.releases = {a: root / "release" / a / f"{a}.ipynb" for a in assignments}
         self.values = {a: variants.load(root, a) for a in assignments}
@@ -117,7 +123,7 @@ class Course:
 
     def scores(self, assignment: str) -> dict[str, dict[str, tuple[float, float]]]:
         """student -> grade_id -> (score, max score), from the gradebook."""
-        return gradebook_scores(self.root, assignment)
+        return gradebook_scores(self.root, assignment, self.db)
 
     def autograded(self, assignment: str, student: str):
         return nbformat.read(self.root / "autograded" / student / assignment / f"{assignment}.ipynb", as_version=4)
