@@ -7,8 +7,9 @@ Budgets (2 cores): a chapter under 60 s, `make unit` under 60 s, `make test` und
 `python benchmarks/run.py --tiers-only` prints only the tiers and the suite.
 First it times the Pallas matmul against `jnp.dot` and the collective matmuls against the blocking
 ones, as ratios from the same run; `python benchmarks/run.py --kernels-only` prints only that part.
-Then it grades a class of 24 chapter 1 submissions with `make grade` on 1 and on 2 workers and
-reports submissions per minute (and checks both gradebooks agree); `--grading-only` prints only that.
+Then it grades a class of 24 chapter 1 submissions with `make grade` on 1 and on 2 workers, and on a
+2-process Dask cluster into PostgreSQL (`exercises/distributed.py`), and reports submissions per
+minute (and checks the gradebooks agree); `--grading-only` prints only that.
 Last it reports the HTML book's calculators in Chromium: the time to the first result after a
 reader's first touch (loading Pyodide) and per recomputation, as the suite's browser test measured.
 """
@@ -131,6 +132,35 @@ def report_grading(n_submissions: int = 24, assignment: str = "ch01_rooflines") 
                 flush=True,
             )
         print("the two gradebooks agree:", results[1] == results[2])
+        report_cluster(course, assignment, results[1])
+
+
+def report_cluster(course, assignment: str, serial: dict) -> None:
+    """Submissions graded per minute by a 2-process Dask `LocalCluster` into a throwaway PostgreSQL, on
+    the same submissions as `course` (the cluster's start is not counted; each worker's first task
+    loads nbgrader, as each local worker does)."""
+    import shutil
+
+    from exercises import distributed
+    from tests.course.course_kit import Course
+    from tests.course.services import PostgresServer, local_cluster
+
+    server = PostgresServer()
+    try:
+        root = course.root.parent / "dask"
+        on_postgres = Course(root, [assignment], seed=2026, db=server.create_database("bench"))
+        shutil.copytree(course.root / "submitted", root / "submitted")
+        with local_cluster(2) as address:
+            summary = distributed.grade_on_cluster(root, assignment, address, echo=lambda line: None)
+        n = len(summary["students"])
+        print(
+            f"Dask, 2 worker processes, PostgreSQL: {n} submissions in {summary['seconds']:.0f} s, "
+            f"{summary['per_minute']:.1f} per minute",
+            flush=True,
+        )
+        print("the cluster's gradebook agrees:", on_postgres.scores(assignment) == serial)
+    finally:
+        server.stop()
 
 
 def main(argv: list[str]) -> int:

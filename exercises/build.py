@@ -224,6 +224,7 @@ def make_course(
     dest = Path(dest).resolve()
     gradebook_url(dest, db)  # a bad URL is refused before anything is written
     dest.mkdir(parents=True, exist_ok=True)
+    dest.chmod(0o700)  # the gradebook and the class's values: the instructor's alone
     for assignment in assignments:
         shutil.copytree(COURSE / "source" / assignment, dest / "source" / assignment, dirs_exist_ok=True)
     write_config(dest, **({"db": db} if db is not None else {}), **limits)

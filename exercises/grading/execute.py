@@ -23,11 +23,19 @@ from nbclient.util import run_sync
 from nbformat.notebooknode import NotebookNode
 from nbgrader.converters.base import NbGraderException
 from nbgrader.preprocessors import Execute
-from traitlets import Integer, Unicode
+from traitlets import Bool, Integer, Unicode
 
 from exercises import variants
 from exercises.grading import integrity, programs
-from exercises.grading.sandbox import MODES, Box, Limits, become_subreaper, reap_children, sandbox_problem
+from exercises.grading.sandbox import (
+    MODES,
+    Box,
+    Limits,
+    become_subreaper,
+    reap_children,
+    sandbox_problem,
+    unboxed_exposure,
+)
 
 __all__ = ["BookExecute", "error_output"]
 
@@ -93,6 +101,10 @@ class BookExecute(Execute):
     ).tag(config=True)
     memory_bytes = Integer(Limits().memory_bytes, help="Memory of one submission, all processes.").tag(config=True)
     max_processes = Integer(Limits().processes, help="Processes and threads of one submission.").tag(config=True)
+    own_user = Bool(
+        True,
+        help="sandbox='none', as root: run the kernel as a user of its own where it can (else the grader's).",
+    ).tag(config=True)
     max_output_bytes = Integer(1 << 20, help="Output one cell may show; the rest is dropped.").tag(config=True)
 
     def preprocess(self, nb, resources, km=None):
@@ -123,7 +135,7 @@ class BookExecute(Execute):
         self._ran: list[str] = []
         source_dir = Path(resources.get("metadata", {}).get("path") or ".")
         limits = Limits(memory_bytes=self.memory_bytes, processes=self.max_processes)
-        box = Box(Path(tempfile.mkdtemp(prefix="book-grading-")), self.sandbox, limits)
+        box = Box(Path(tempfile.mkdtemp(prefix="book-grading-")), self.sandbox, limits, own_user=self.own_user)
         shutil.copytree(source_dir, box.work, symlinks=True, dirs_exist_ok=True)
         box.prepare()
         self._box = box
@@ -132,6 +144,7 @@ class BookExecute(Execute):
         become_subreaper()  # whatever a submission leaves behind is this process's to end
         unboxed = self.sandbox == "none"
         if unboxed:
+            self.log.warning(unboxed_exposure(box.uid))
             guarded = integrity.guarded_paths(course)
             writes_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True
             backup = integrity.Backup(course)

@@ -19,9 +19,11 @@
   it with its process group, and the namespace goes with it), its cgroup is emptied, and the
   grader, a child subreaper, kills whatever else is left among its children (`reap_children`).
 
-`none` mode runs the kernel as the grader's own user, with the per-process limits and the cgroup
-where available; every process it leaves is reaped the same way, and the grader checks its own
-files around it (`integrity.py`). The course configuration must ask
+`none` mode runs the kernel without namespaces: as a user of its own where the grader is root and
+that user can run the Python (`unboxed_user_works`), else as the grader's own user; with the
+per-process limits and the cgroup where available; every process it leaves is reaped the same way,
+and the grader checks its own files around it (`integrity.py`). Each such run prints what the
+submission can do (`unboxed_exposure`). The course configuration must ask
 for it by name: without a working bubblewrap, grading refuses to run.
 """
 
@@ -50,6 +52,8 @@ __all__ = [
     "python_paths",
     "sandbox_problem",
     "sandbox_works",
+    "unboxed_exposure",
+    "unboxed_user_works",
     "become_subreaper",
     "reap_children",
 ]
@@ -242,9 +246,11 @@ class Box:
         workdir: a new, empty folder for this submission (the grader's; removed by the caller).
         mode: "bwrap" or "none".
         limits: what the submission may use.
+        own_user: in "none" mode, as root, run the kernel as a user of its own where that user can run
+            the Python (`unboxed_user_works`); False: as the grader's own user. "bwrap" always does.
     """
 
-    def __init__(self, workdir: Path, mode: str, limits: Limits):
+    def __init__(self, workdir: Path, mode: str, limits: Limits, *, own_user: bool = True):
         if mode not in MODES:
             raise ValueError(f"sandbox={mode!r}: unknown; allowed: {', '.join(map(repr, MODES))}")
         self.workdir = Path(workdir).resolve()
@@ -255,8 +261,10 @@ class Box:
         self.sockets = self.workdir / "sockets"
         for d in (self.work, self.home, self.sockets):
             d.mkdir(parents=True, exist_ok=True)
-        as_root = os.geteuid() == 0
-        self.uid = FIRST_UID + secrets.randbelow(1 << 30) if mode == "bwrap" and as_root else None
+        if mode == "none":
+            (self.workdir / "tmp").mkdir(exist_ok=True)
+        own_user = os.geteuid() == 0 and (mode == "bwrap" or (own_user and unboxed_user_works()))
+        self.uid = FIRST_UID + secrets.randbelow(1 << 30) if own_user else None
         self.cgroup = Cgroup.create(f"book-grading-{secrets.token_hex(6)}", limits)
 
     def env(self) -> dict[str, str]:
@@ -275,7 +283,6 @@ class Box:
             env["PYTHONPATH"] = str(library.parent)
         if self.mode == "none":
             env["TMPDIR"] = str(self.workdir / "tmp")
-            (self.workdir / "tmp").mkdir(exist_ok=True)
         return env
 
     def prepare(self) -> None:
@@ -313,18 +320,11 @@ class Box:
         """`cmd` (the kernel's command line) as it starts inside this box."""
         prefix = self.cgroup.join_command() if self.cgroup is not None else []
         if self.mode == "none":
-            return prefix + self._limits_command() + cmd
+            return prefix + self._user() + self._limits_command() + cmd
         return prefix + self._bwrap() + self._user() + self._limits_command() + cmd
 
     def _user(self) -> list[str]:
-        if self.uid is None:
-            return []
-        uid = str(self.uid)
-        return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs"] + [
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-            "--",
-        ]
+        return [] if self.uid is None else _as_user(self.uid)
 
     def _bwrap(self) -> list[str]:
         args = ["bwrap", "--ro-bind", "/usr", "/usr"]
@@ -403,6 +403,65 @@ def sandbox_problem() -> str | None:
 def sandbox_works() -> bool:
     """True when a `bwrap` box can run this Python here (`sandbox_problem` finds nothing)."""
     return sandbox_problem() is None
+
+
+def _as_user(uid: int) -> list[str]:
+    """A prefix that runs a command as `uid` (its own group, no other), with no capability, now or later."""
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs"] + [
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--",
+    ]
+
+
+@functools.cache
+def unboxed_user_works() -> bool:
+    """Without a sandbox, as root: whether a user of its own (no capabilities, as in the box) can run the
+    kernel's Python and import `book_lib` here, that is, whether every folder on their way lets anyone
+    in (a Python under a private home does not)."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return False
+    library = book_lib_folder()
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/", "PYTHONDONTWRITEBYTECODE": "1"}
+    if library is not None:
+        env["PYTHONPATH"] = str(library.parent)
+    try:
+        done = subprocess.run(
+            # the user's own exec of the Python (setpriv still holds root's capabilities when it execs)
+            [*_as_user(FIRST_UID), "/bin/sh", "-c", 'exec "$0" -c "import ipykernel, book_lib"', sys.executable],
+            capture_output=True,
+            timeout=60,
+            env=env,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def unboxed_exposure(uid: int | None) -> str:
+    """What a submission graded without a sandbox can do, kernel run as `uid` (None: the grader's own user);
+    every unsandboxed run prints it."""
+    common = (
+        "use this machine's network (any service listening on it or reachable from it: another Jupyter "
+        "kernel's ports, a database that trusts local connections, a Dask scheduler, which runs what it is "
+        "sent on every worker) and read every file anyone may read; the grader reaps every process it "
+        "leaves and reads the saved scores back"
+    )
+    if uid is not None:
+        return (
+            f"sandbox='none': no isolation. The submission's kernel runs as a user of its own ({uid}), so it "
+            "cannot write the grader's files or read those only their owner may (Jupyter's connection files, "
+            f"a course folder of mode 0700, as `make course` makes it); it can {common}."
+        )
+    who = "root" if os.geteuid() == 0 else f"uid {os.geteuid()}"
+    return (
+        f"sandbox='none': no isolation. The submission's kernel runs as the grader's own user ({who}): it can "
+        "read and write whatever that user can (the class's values, other courses, the connection files of "
+        "that user's other Jupyter kernels, and so run code in them) and "
+        f"{common}. The grader sees a change to its own files (gradebook, values, configuration, code, Python) "
+        "and stops grading, but not what another program the submission reached does after grading: "
+        "grade this way only submissions you trust, or install bubblewrap."
+    )
 
 
 def become_subreaper() -> bool:

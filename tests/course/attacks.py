@@ -155,6 +155,16 @@ while True:
     pass
 """
 
+# An endless loop that catches the interrupt the grader sends when the cell's time is up.
+CATCHES_INTERRUPT = """
+import time
+while True:
+    try:
+        time.sleep(0.1)
+    except KeyboardInterrupt:
+        pass
+"""
+
 # From inside the box: Jupyter connection files and the host's loopback (a kernel outside the box
 # would run anything), another class's values, a file on the host. Prints what it reached.
 ESCAPES = """

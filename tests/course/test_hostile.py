@@ -28,6 +28,7 @@ from exercises.keys import keys_for
 from tests.course.attacks import (
     ANY_STRING,
     BLANKS_LATER_CELLS,
+    CATCHES_INTERRUPT,
     CH01,
     DETACHED_WRITER,
     DETACHES,
@@ -104,6 +105,7 @@ def ch01(tmp_path_factory):
             gids[2] + "_answer": "while True:\n    pass",
             gids[3] + "_answer": wrong[gids[3] + "_answer"],
             gids[4] + "_answer": IGNORES_SIGINT,
+            gids[5] + "_answer": CATCHES_INTERRUPT,
         },
         "escapes": with_attack(wrong, escapes),
         "memory_bomb": with_attack(wrong, MEMORY_BOMB),
@@ -226,9 +228,9 @@ def test_grading_refuses_a_box_it_cannot_build_and_a_submission_that_links_outsi
     assert "links" not in course.scores(CH01) or total(course.scores(CH01), "links") == 0
 
 
-def test_errors_endless_loops_and_an_ignored_interrupt_cost_only_their_own_points(ch01):
+def test_errors_endless_loops_and_an_ignored_or_caught_interrupt_cost_only_their_own_points(ch01):
     course, _, gids, _, _ = ch01
-    lost = set(gids[1:5])
+    lost = set(gids[1:6])
     for gid, (score, top) in course.scores(CH01)["mixed"].items():
         assert score == (0 if gid in lost else top), (gid, score, top)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from exercises.grading import integrity
+from exercises.grading import integrity, sandbox
 from exercises.grading.sandbox import Box, Limits, python_paths, sandbox_works
 from tests.course.attacks import MEMORY_BOMB, PROCESS_BOMB
 
@@ -201,6 +201,31 @@ def test_a_change_to_a_guarded_file_is_seen_named_and_put_back(tmp_path):
     assert not (course / "nbgrader_config.json").exists()
     with sqlite3.connect(course / "gradebook.db") as db:
         assert db.execute("SELECT score FROM grade").fetchall() == [(0.0,)]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a user of its own needs a grader running as root")
+def test_without_a_sandbox_a_user_of_its_own_reads_no_private_file_and_writes_none(tmp_path, monkeypatch):
+    """As root, an unsandboxed kernel runs as a user of its own where that user can run the Python
+    (`unboxed_user_works`; not where the Python lives under a private home): a shell stands in for it
+    here. It is another uid, and reads no Jupyter connection file and no course folder of mode 0700."""
+    monkeypatch.setattr(sandbox, "unboxed_user_works", lambda: True)
+    runtime = tmp_path / "runtime"  # as ~/.local/share/jupyter/runtime, private to the grader
+    runtime.mkdir(mode=0o700)
+    (runtime / "kernel-1.json").write_text('{"key": "secret"}')
+    box = Box(Path(tempfile.mkdtemp(prefix="book-test-unboxed-")), "none", Limits())
+    try:
+        box.prepare()
+        script = f"id -u; cat {runtime}/kernel-1.json || echo unread; echo x > {runtime}/marker || echo unwritten"
+        cmd = box.wrap(["/bin/sh", "-c", script])
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=box.env(), cwd=box.work)
+    finally:
+        box.close()
+        shutil.rmtree(box.workdir, ignore_errors=True)
+    uid, *said = done.stdout.split()
+    assert int(uid) == box.uid >= sandbox.FIRST_UID, done
+    assert said == ["unread", "unwritten"] and not (runtime / "marker").exists(), done
+    assert "runs as a user of its own" in sandbox.unboxed_exposure(box.uid)
+    assert "runs as the grader's own user" in sandbox.unboxed_exposure(None)
 
 
 def test_an_unknown_sandbox_mode_is_refused_with_the_allowed_ones(tmp_path):

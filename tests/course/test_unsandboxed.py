@@ -1,7 +1,8 @@
 """Without the sandbox (`sandbox="none"`, the instructor's explicit choice), graded through `nbgrader
-autograde` with the text's numbers: a late gradebook writer and detached processes gain nothing, and
-a submission that changes the grader's own files stops grading, each change named and the course's
-and library's put back.
+autograde` with the text's numbers: a late gradebook writer and detached processes gain nothing; every
+run says what a submission can do; an interrupt caught in a loop costs only its own question; and, run
+as the grader's own user, a submission that changes the grader's own files stops grading, each change
+named and the course's and library's put back. The kernel as a user of its own: `test_sandbox.py`.
 """
 
 import subprocess
@@ -12,14 +13,26 @@ from pathlib import Path
 import pytest
 
 from exercises import build, variants
-from tests.course.attacks import CH01, DETACHED_WRITER, DETACHES, POISONS, total, with_attack, wrong_answers
+from exercises.grading.sandbox import unboxed_user_works
+from exercises.keys import keys_for
+from tests.course.attacks import (
+    CATCHES_INTERRUPT,
+    CH01,
+    DETACHED_WRITER,
+    DETACHES,
+    POISONS,
+    total,
+    with_attack,
+    wrong_answers,
+)
 from tests.course.course_kit import SANDBOX, Course, reference_answers
 
 
 @pytest.fixture(scope="module")
 def unboxed(tmp_path_factory):
     """Without a sandbox (the instructor's explicit `sandbox="none"`), the text's numbers: a late gradebook
-    writer and 30 detached processes, each on answers that are all wrong."""
+    writer and 30 detached processes, each on answers that are all wrong; and the reference answers with
+    one of them an endless loop that catches the interrupt."""
     root = tmp_path_factory.mktemp("unboxed")
     course = Course(root, [CH01], cell_timeout_s=6, sandbox="none")
     wrong = wrong_answers(CH01)
@@ -27,6 +40,8 @@ def unboxed(tmp_path_factory):
     db = str(root / "gradebook.db")
     course.submit(CH01, "late_writer", with_attack(wrong, DETACHED_WRITER.format(db=db)))
     course.submit(CH01, "detaches", with_attack(wrong, DETACHES.format(tag=tag)))
+    looping = sorted(keys_for(CH01))[1]
+    course.submit(CH01, "catches_interrupt", {**reference_answers(CH01), looping + "_answer": CATCHES_INTERRUPT})
     first = course.autograde(CH01)
     time.sleep(6)  # the late writer's 4 s
     return course, first, tag
@@ -54,6 +69,8 @@ def poisoned(unboxed):
     attack = raises_scores + own_values
     attack += POISONS.format(config=str(root / "nbgrader_config.py"), library=str(library))
     attack += f"\npathlib.Path({str(startup)!r}).write_text('# poisoned')\n"
+    with (root / "nbgrader_config.py").open("a") as config_file:  # its kernel runs as the grader's own user
+        config_file.write("get_config().BookExecute.own_user = False\n")
     config = (root / "nbgrader_config.py").read_text()
     course.submit(CH01, "poisons", with_attack(wrong, attack))
     course.submit(CH01, "zz_after_poison", reference_answers(CH01))
@@ -79,6 +96,24 @@ def test_without_a_sandbox_late_writers_and_detached_processes_gain_nothing(unbo
         assert total(scores, student) == 0, (student, scores[student])
     left = subprocess.run(["pgrep", "-f", tag], capture_output=True, text=True).stdout.split()
     assert not left, f"{len(left)} detached processes outlived grading"
+
+
+def test_every_run_without_a_sandbox_says_what_a_submission_can_do(unboxed):
+    """The exposure of this machine's unsandboxed kernel (`sandbox.unboxed_exposure`), printed for each one."""
+    course, first, _ = unboxed
+    said = (
+        "The submission's kernel runs as a user of its own"
+        if unboxed_user_works()
+        else "The submission's kernel runs as the grader's own user"
+    )
+    assert first.stderr.count(said) == len(course.scores(CH01)), first.stderr[-3000:]
+
+
+def test_without_a_sandbox_an_interrupt_caught_in_a_loop_costs_only_its_own_question(unboxed):
+    course, *_ = unboxed
+    looping = sorted(keys_for(CH01))[1]
+    for gid, (score, top) in course.scores(CH01)["catches_interrupt"].items():
+        assert score == (0 if gid == looping else top), (gid, score, top)
 
 
 def test_without_a_sandbox_a_submission_that_changes_the_graders_files_stops_grading(poisoned):
