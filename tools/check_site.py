@@ -8,7 +8,8 @@ Playwright) with every request to another host refused, at 1280 px, then narrowe
 an image that did not load, leaves math untypeset (or typeset with an error), or scrolls sideways at
 either width; and at 1280 px, when any element of the text column (a code block, an output, a table,
 an equation, a figure) is wider than the column or scrolls inside its own box, unless `WIDE_ALLOWED`
-names it with a reason (a margin note sits outside the column by design). Read from
+names it with a reason (a margin note sits outside the column by design, but nothing in one may run
+past the window). Read from
 the HTML files: every internal link and anchor resolves, each notebook page's Colab links open that
 notebook, and no exercise page carries solution or hidden-test text. Prints the problems and exits 1
 when there are any; `--screenshots` keeps three pages as PNG files.
@@ -76,6 +77,21 @@ async () => {
     return found.map(el => [el.tagName.toLowerCase(), el.scrollWidth, el.clientWidth,
                             (el.textContent || el.getAttribute("src") || "").trim().slice(0, 60)]);
   }
+  // Margin notes sit outside the column by design, but nothing in one may run past the window.
+  function marginOverflow() {
+    const found = [];
+    for (const note of document.querySelectorAll(".sidenote, .marginnote, .margin")) {
+      let right = 0;
+      for (const el of [note, ...note.querySelectorAll("*")]) {
+        const box = el.getBoundingClientRect();
+        if (box.width > 0 && box.height > 0) right = Math.max(right, box.right);
+      }
+      if (right > window.innerWidth + 1) {
+        found.push([Math.round(right - window.innerWidth), (note.textContent || "").trim().slice(0, 60)]);
+      }
+    }
+    return found;
+  }
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) { await MathJax.startup.promise; }
   const math = [...document.querySelectorAll("span.math, div.math")];
   const images = [...document.querySelectorAll("img")];
@@ -85,6 +101,7 @@ async () => {
     mathErrors: [...document.querySelectorAll("mjx-merror")].map(m => m.textContent.slice(0, 60)),
     brokenImages: images.filter(i => !i.complete || i.naturalWidth === 0).map(i => i.getAttribute("src")),
     wide: wideElements(),
+    margins: marginOverflow(),
   };
 }
 """
@@ -250,6 +267,8 @@ def browser_problems(root: Path, names: list[Path], screenshots: Path | None) ->
             for tag, wide, shown, text in report["wide"]:
                 if not any(name.as_posix() == page and text.startswith(start) for page, start in WIDE_ALLOWED):
                     yield f"{name}: a {tag} {wide} px wide in a {shown} px column at 1280 px: {text!r}"
+            for past, text in report["margins"]:
+                yield f"{name}: a margin note runs {past} px past the window at 1280 px: {text!r}"
             if screenshots is not None and name.as_posix() in SCREENSHOTS:
                 screenshots.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(screenshots / (name.as_posix().replace("/", "__") + ".png")))

@@ -40,6 +40,8 @@ COLUMN = (
     + """</pre>
 <table><tr><td style="min-width: 900px">a table wider than the column</td></tr></table>
 <p>a claim<span class="sidenote" style="float: right; margin-right: -300px; width: 250px">beside it</span></p>
+<p>a sum<span class="marginnote" style="float: right; margin-right: -300px; width: 250px">
+<span style="display: inline-block; width: 900px">runs past the window</span></span></p>
 </div></body></html>"""
 )
 
@@ -76,6 +78,7 @@ def test_each_kind_of_problem_is_found(tmp_path, monkeypatch):
         "bad.html: 3",  # wider than the window at both widths
         "column.html: a pre ",  # scrolls inside its box
         "column.html: a table ",  # sticks out of the column
+        "column.html: a margin note runs ",  # its math past the window
         "chapters/nb.html: its Colab launch link",
         "exercises/release/ch99/ch99.html: shows 'BEGIN SOLUTION'",
     ]
@@ -84,6 +87,8 @@ def test_each_kind_of_problem_is_found(tmp_path, monkeypatch):
     assert not any(p.startswith(("good.html", "index.html")) for p in problems), text
     column = [p for p in problems if p.startswith("column.html") and "column at 1280 px" in p]
     assert len(column) == 2 and not any("allowed to scroll" in p or "beside it" in p for p in column), column
+    margins = [p for p in problems if "margin note" in p]
+    assert len(margins) == 1 and "runs past the window" in margins[0], margins
 
 
 def test_every_element_allowed_to_be_wide_says_why():
