@@ -236,7 +236,8 @@ def _reader_texts(nb) -> list[str]:
         if cell.cell_type == "markdown":
             texts.append(cell.source)
         else:
-            texts += [o["data"]["text/markdown"] for o in cell.get("outputs", []) if "text/markdown" in o.get("data", {})]
+            outputs = cell.get("outputs", [])
+            texts += [o["data"]["text/markdown"] for o in outputs if "text/markdown" in o.get("data", {})]
     return texts
 
 
@@ -273,8 +274,10 @@ def test_no_library_string_in_a_sentence(path):
 
 
 def test_the_library_string_rule_catches_a_planted_one():
-    reason = ("Pure FSDP ranks 15: communication-bound: collectives 0.784 s > math 0.442 s "
-              "(largest: FSDP weight all-gather, forward, 0.261 s); 1.50x the best expected step time.")
+    reason = (
+        "Pure FSDP ranks 15: communication-bound: collectives 0.784 s > math 0.442 s "
+        "(largest: FSDP weight all-gather, forward, 0.261 s); 1.50x the best expected step time."
+    )
     assert library_strings(_fake(reason))
     assert library_strings(_fake("The plan is Layout(fsdp=8, tensor=2)."))
     assert not library_strings(_fake("The plan is `Layout(fsdp=8, tensor=2)`: 1.5 times slower."))
@@ -282,8 +285,9 @@ def test_the_library_string_rule_catches_a_planted_one():
 
 SERVING = ROOT / "chapters" / "08_serving_llama3.ipynb"
 ERRATA_CHAPTERS = [
-    pytest.param(p, marks=pytest.mark.xfail(reason="issue 33 rewrites chapter 8; its 580 PFLOPs box is a 1.7 % rounding"))
-    if p == SERVING else p
+    pytest.param(p, marks=pytest.mark.xfail(reason="issue 33 rewrites chapter 8; its 580 PFLOPs box: a 1.7 % rounding"))
+    if p == SERVING
+    else p
     for p in CHAPTERS
 ]
 
@@ -298,6 +302,8 @@ def test_every_erratum_box_names_the_figures_and_the_difference(path):
 def test_the_erratum_rule_catches_a_planted_box():
     vague = "```{admonition} Erratum\n:class: warning\nThe text gets this wrong.\n```"
     assert errata_missing_figures(_fake(vague))
-    full = ("```{admonition} Erratum\n:class: warning\nThe text says 76 000 tokens; its own figures give "
-            "73 440, 3.5% fewer.\n```")
+    full = (
+        "```{admonition} Erratum\n:class: warning\nThe text says 76 000 tokens; its own figures give "
+        "73 440, 3.5% fewer.\n```"
+    )
     assert not errata_missing_figures(_fake(full))
