@@ -3,20 +3,18 @@ real parts, started here: a PostgreSQL server of Debian's package in a folder of
 `LocalCluster` of 2 worker processes, one of each for the module.
 
 One chapter 1 course on PostgreSQL (`make course DB=...`) holds a blank, a reference and a wrong
-submission of a class with its own numbers, and a hostile one. `nbgrader autograde` grades the first
-three serially into PostgreSQL; then the cluster grades all four again, one of its workers killed
-while it grades: every submission is graded once, with the serial run's grades, the hostile one
-gains nothing, and nbgrader's own export and feedback read the gradebook.
+submission of a class with its own numbers, a hostile one and one that is no notebook. `nbgrader
+autograde` grades the first three serially into PostgreSQL; then the cluster grades them all again,
+one of its workers killed while it grades: every submission is graded once, with the serial run's
+grades, the hostile one gains nothing, the broken one is named and stops nothing, and nbgrader's own
+export and feedback read the gradebook.
 """
 
 import csv
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -82,6 +80,7 @@ def graded(tmp_path_factory, postgres, cluster):
     dsn = f"dbname=ch01_class user=postgres host={postgres.folder} port={postgres.port}"
     attack = REACHES_WORKER.format(dsn=dsn, host=host, port=int(port))
     course.submit(CH01, "attacks_through_worker", with_attack(wrong_answers(CH01, values), attack))
+    (course.submit(CH01, "broken", {}) / f"{CH01}.ipynb").write_text("not a notebook")
     with Client(cluster) as client:
         pids = client.run(os.getpid)
         killed = []
@@ -103,9 +102,11 @@ def graded(tmp_path_factory, postgres, cluster):
 def test_the_cluster_grades_every_submission_once_with_the_grades_of_nbgrader_autograde(graded):
     course, _, serial, summary, killed = graded
     assert killed, "no worker was killed mid-run"
-    assert summary["students"] == dict.fromkeys([*SERIAL, "attacks_through_worker"], True), summary["logs"]
+    assert summary["students"] == {**dict.fromkeys([*SERIAL, "attacks_through_worker"], True), "broken": False}
+    assert set(summary["logs"]) == {"broken"}, summary["logs"]
     scores = course.scores(CH01)
-    assert set(scores) == {*SERIAL, "attacks_through_worker"}  # graded twice, one result each
+    assert set(scores) >= {*SERIAL, "attacks_through_worker"}  # graded twice, one result each
+    assert "broken" not in scores or total(scores, "broken") == 0
     assert {student: scores[student] for student in SERIAL} == serial
     assert total(serial, "reference") == sum(top for _, top in serial["reference"].values()) > 0
     graded_files = sorted(p.name for p in (course.root / "autograded").glob(f"*/{CH01}/*.ipynb"))
@@ -124,22 +125,25 @@ def test_a_submission_gains_nothing_through_a_worker(graded):
 
 
 def test_nbgrader_export_and_feedback_read_the_postgresql_gradebook(graded):
-    """`nbgrader export` and `nbgrader generate_feedback`, on the instructor's machine, against PostgreSQL."""
-    course, *_ = graded
-    nbgrader = str(Path(sys.executable).parent / "nbgrader")
-    done = subprocess.run([nbgrader, "export"], cwd=course.root, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
+    """nbgrader's export (the CSV plugin `nbgrader export` runs) and feedback (the API `nbgrader
+    generate_feedback` runs), on the instructor's machine, against PostgreSQL; in this process, which has
+    nbgrader loaded already."""
+    from nbgrader.api import Gradebook
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.plugins import CsvExportPlugin
+    from traitlets.config.loader import PyFileConfigLoader
+
+    course, url, *_ = graded
+    with Gradebook(gradebook_url(course.root, url)) as gradebook:
+        CsvExportPlugin(to=str(course.root / "grades.csv")).export(gradebook)
     with open(course.root / "grades.csv") as table:
         rows = {row["student_id"]: float(row["score"]) for row in csv.DictReader(table)}
     assert rows["blank"] == rows["wrong"] == rows["attacks_through_worker"] == 0
     assert rows["reference"] == total(course.scores(CH01), "reference") > 0
-    done = subprocess.run(
-        [nbgrader, "generate_feedback", CH01, "--student", "wrong", "--force"],
-        cwd=course.root,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course.root)).load_config()
+    done = NbGraderAPI(CourseDirectory(config=config), config=config).generate_feedback(CH01, "wrong")
+    assert done["success"], done.get("error")
     assert "Incorrect" in (course.root / "feedback" / "wrong" / CH01 / f"{CH01}.html").read_text()
 
 
