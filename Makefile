@@ -108,11 +108,11 @@ exercises: $(STAMP)
 	$(BIN)/python exercises/build.py
 
 course: $(STAMP)
-	@test -n "$(DIR)" || { echo "usage: make course DIR=path/to/class [SEED=number]"; exit 2; }
+	@test -n "$(DIR)" || { echo "usage: make course DIR=path/to/class [SEED=number] [DB=postgresql://USER@HOST/NAME]"; exit 2; }
 	$(BIN)/python exercises/build.py --course "$(DIR)" $(if $(SEED),--seed $(SEED)) $(if $(DB),--db "$(DB)")
 
 grade: $(STAMP) sandbox
-	@test -n "$(DIR)" && test -n "$(ASSIGNMENT)" || { echo "usage: make grade DIR=path/to/class ASSIGNMENT=name [JOBS=n]"; exit 2; }
+	@test -n "$(DIR)" && test -n "$(ASSIGNMENT)" || { echo "usage: make grade DIR=path/to/class ASSIGNMENT=name [JOBS=n | SCHEDULER=tcp://HOST:8786]"; exit 2; }
 	$(BIN)/python -m exercises.grade "$(DIR)" "$(ASSIGNMENT)" $(if $(SCHEDULER),--scheduler "$(SCHEDULER)",--jobs $(or $(JOBS),1))
 
 chapters: $(STAMP)
