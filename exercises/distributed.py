@@ -23,10 +23,15 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 __all__ = ["course_payload", "submission_files", "grade_submission", "grade_on_cluster"]
+
+# One submission at a time per worker process, whatever its `--nthreads`: the grader ends every process
+# its children left when a submission is done (`sandbox.reap_children`), another thread's kernel included.
+_ONE_AT_A_TIME = threading.Lock()
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -118,7 +123,8 @@ def grade_submission(course: dict, student: str, files: dict[str, bytes]) -> dic
             (root / "variant.json").write_bytes(course["variant"])
         write_config(root, **course["settings"])
         _write(root / "submitted" / student / assignment, files)
-        result = _api(root).autograde(assignment, student, force=True, create=True)
+        with _ONE_AT_A_TIME:
+            result = _api(root).autograde(assignment, student, force=True, create=True)
         graded = root / "autograded" / student / assignment
         ok = bool(result["success"])
         return {
@@ -166,7 +172,7 @@ def grade_on_cluster(root: Path, assignment: str, scheduler: str, *, echo=print)
         "logs": {student: why it failed}}.
 
     Raises:
-        ValueError: no PostgreSQL gradebook, an unknown assignment, or no submission.
+        ValueError: no PostgreSQL gradebook, an unknown assignment, no submission, or no scheduler at `scheduler`.
     """
     from distributed import Client, as_completed
 
@@ -180,7 +186,14 @@ def grade_on_cluster(root: Path, assignment: str, scheduler: str, *, echo=print)
     start = time.perf_counter()
     done: dict[str, bool] = {}
     logs: dict[str, str] = {}
-    with Client(scheduler, timeout=60) as client:
+    try:
+        client = Client(scheduler, timeout=30)
+    except OSError as err:
+        raise ValueError(
+            f"scheduler={scheduler!r}: no Dask scheduler answered ({err}); allowed: the address `dask scheduler` "
+            "prints, tcp://HOST:8786"
+        ) from err
+    with client:
         futures = {}
         for student in students:
             try:
