@@ -1,7 +1,8 @@
 """Autograding that a submission cannot game: the kernel records answers, the grader judges them.
 
 `nbgrader autograde` stays the instructor's one command (or `make grade`, which grades a class with
-several workers, `exercises/grade.py`); `exercises/course.py` puts these pieces in its pipeline.
+several workers, `exercises/grade.py`, or on a Dask cluster's, `exercises/distributed.py`);
+`exercises/course.py` puts these pieces in its pipeline.
 Each job has its module:
 
 - `recorder`: what runs in the student's kernel (values, function outputs, JAX programs exported).
