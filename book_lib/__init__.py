@@ -16,6 +16,7 @@ __version__ = "0.1.0"
 # layer -> module -> what it holds, in one line.
 LAYERS: MappingProxyType[str, dict[str, str]] = MappingProxyType({
     "base": {
+        "efficiency": "what a chip achieves against its datasheet, each rate measured and cited",
         "hardware": "every chip's figures, with their sources",
         "checks": "argument validation, one kind of error for bad input",
         "numfmt": "the one rule for writing a number (989 TFLOPs/s, 234 881 024, 11.5 × 10¹²)",
@@ -53,6 +54,7 @@ LAYERS: MappingProxyType[str, dict[str, str]] = MappingProxyType({
         "hlo": "compiled programs read for their collectives, op lines and cost analysis",
         "profile": "a program's trace, HLO ops and memory",
         "bench": "timing jitted code, and the comparisons `make bench` prints",
+        "calibrate": "the cited efficiencies measured on the reader's device (`python -m book_lib calibrate`)",
         "kernels": "Pallas kernels, a tiled matmul and flash attention",
         "collective_matmul": "matmuls that overlap a ring of ppermutes",
     },

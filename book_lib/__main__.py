@@ -3,6 +3,7 @@
     python -m book_lib plan --model llama3-70b --chip tpu-v5p --chips 8960 --batch-tokens 4M --seq 4096
     python -m book_lib plan ... --json
     python -m book_lib serve --model llama3-70b --chip tpu-v5e --chips 8 --context 8192 --dtype int8
+    python -m book_lib calibrate --output h100.json        (then: plan ... --calibration h100.json)
 
 Each command is a function that adds its subparser and sets `run`, the function that carries it
 out (`_add_plan` and `_plan`); a new command (`serve`, say) adds one more pair to `COMMANDS`. Bad
@@ -20,7 +21,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from book_lib import inference, parallelism, planner
-from book_lib.hardware import get_chip
+from book_lib.efficiency import load_calibration
+from book_lib.hardware import get_chip, with_calibration
 from book_lib.models import get_model
 from book_lib.numfmt import fmt
 
@@ -40,6 +42,12 @@ _EXAMPLES = {
     "--output": "512",
     "--batches": "1,8,64",
 }
+
+
+CALIBRATION_HELP = (
+    "a profile written by `python -m book_lib calibrate`: its measured rates replace the cited ones in the "
+    "expected times (the bound keeps the datasheet)"
+)
 
 
 # Where a model's name is looked up: a wrong one is answered with the closest names.
@@ -113,6 +121,7 @@ def _add_plan(commands: Any) -> None:
         "only by a whole, costed context-parallel degree)",
     )
     plan.add_argument("--top", type=int, default=10, help="rows of the table to print (default 10; 0: all)")
+    plan.add_argument("--calibration", help=CALIBRATION_HELP)
     plan.add_argument("--json", action="store_true", help="print every scheme as JSON instead of a table")
     plan.set_defaults(run=_plan)
 
@@ -122,13 +131,12 @@ def _entry_json(entry: planner.PlanEntry) -> dict[str, Any]:
     return {
         "rank": entry.rank,
         "scheme": entry.scheme,
-        "layout": {name: getattr(step.layout, name) for name in (*parallelism.DEGREES, "microbatches")},
+        "layout": {name: getattr(step.layout, name) for name in (*parallelism.DEGREES, "microbatches", "zero")},
         "mesh": step.mesh,
         "remat": step.remat,
-        "roofline_s": entry.roofline_s,
         "expected_s": entry.expected_s,
-        "mfu_bound": entry.mfu_bound,
         "mfu_expected": entry.mfu_expected,
+        "roofline_s": entry.roofline_s,
         "terms": [{"name": t.name, "seconds": t.seconds, "how": t.how} for t in step.terms],
         "t_lower_s": step.t_lower,
         "t_upper_s": step.t_upper,
@@ -194,7 +202,17 @@ def _nothing_fits(plan: planner.TrainingPlan) -> list[str]:
     ]
 
 
-def _plan_table(plan: planner.TrainingPlan, top: int) -> str:
+def _rates_line(chip: str, calibration: str | None) -> list[str]:
+    """Which rates the expected times use: the figures `calibrate` measured, or the cited ones."""
+    if calibration is None:
+        return ["rates: cited measurements (book_lib.efficiency); --calibration FILE uses your own"]
+    cal = load_calibration(calibration)
+    measured = ", ".join(name for name, _ in cal.figures) or "none (the profile holds rates only)"
+    return [f"rates measured on {cal.device_kind}, {cal.date}, jax {cal.jax_version} ({calibration}): {measured}; "
+            f"the rest cited for {chip}"]  # fmt: skip
+
+
+def _plan_table(plan: planner.TrainingPlan, top: int, calibration: str | None = None) -> str:
     pods = f"{plan.pods} pods of " if plan.pods > 1 else "one slice "
     shape = "x".join(str(s) for s in plan.slice_shape)
     lines = [
@@ -204,19 +222,20 @@ def _plan_table(plan: planner.TrainingPlan, top: int) -> str:
         f"text's FSDP degree for FSDP+TP: X_opt = sqrt(B M_X N / (F M_Y)) = {fmt(round(plan.text_fsdp_degree))} "
         "(M_X = 2, M_Y = 1); * marks the mesh closest to it",
         "",
-        "roofline: the book's bound, max(math, comms); expected: the roofline plus each term it leaves out "
-        "(elementwise ops, optimizer, exposed collectives and their latency, bubble, recomputation; --json lists them)",
+        "step s: the expected step time, the roofline plus each term it leaves out at the chip's measured rates "
+        "(--json lists them); MFU at that time; bound s: the book's roofline, max(math, comms), which no step beats",
+        *_rates_line(plan.chip, calibration),
         "",
-        f"{'#':>3}  {'scheme':<11} {'mesh':<40} {'roofline s':>10} {'expected s':>10} {'math s':>8} {'comms s':>8} "
-        f"{'bound':<13} {'MFU bound':>9} {'expected':>8} {'GB/chip':>8}  why",
+        f"{'#':>3}  {'scheme':<20} {'mesh':<40} {'step s':>8} {'MFU':>5} {'bound s':>8} {'math s':>8} "
+        f"{'comms s':>8} {'bound by':<13} {'GB/chip':>8}  why",
     ]
     shown = plan.entries if top <= 0 else plan.entries[:top]
     for e in shown:
         mesh = " ".join(f"{k}={v}" for k, v in e.step.mesh.items()) + (" *" if e.near_text_fsdp_degree else "")
         lines.append(
-            f"{e.rank:>3}  {e.scheme:<11} {mesh:<40} {e.roofline_s:>10.3f} {e.expected_s:>10.3f} {e.step.t_math:>8.3f} "
-            f"{e.step.t_comms:>8.3f} {e.step.bound:<13} {e.mfu_bound:>9.0%} {e.mfu_expected:>8.0%} "
-            f"{e.memory.total_bytes / 1e9:>8.1f}  {e.reason}"
+            f"{e.rank:>3}  {e.scheme:<20} {mesh:<40} {e.expected_s:>8.3f} {e.mfu_expected:>5.0%} {e.roofline_s:>8.3f} "
+            f"{e.step.t_math:>8.3f} {e.step.t_comms:>8.3f} {e.step.bound:<13} {e.memory.total_bytes / 1e9:>8.1f}  "
+            f"{e.reason}"
         )
     if len(shown) < len(plan.entries):
         lines.append(f"... {len(plan.entries) - len(shown)} more (--top 0 shows all)")
@@ -227,14 +246,14 @@ def _plan(args: argparse.Namespace) -> str:
     _check_scale(args.model, chips=args.chips, tokens=args.seq, arg="--seq", batch_tokens=args.batch_tokens)
     plan = planner.plan_training(
         args.model,
-        args.chip,
+        with_calibration(args.chip, args.calibration),
         args.chips,
         batch_tokens=args.batch_tokens,
         seq_len=args.seq,
         checkpoints_per_layer=args.checkpoints,
         whole_sequences=not args.partial_sequences,
     )
-    return _plan_json(plan) if args.json else _plan_table(plan, args.top)
+    return _plan_json(plan) if args.json else _plan_table(plan, args.top, args.calibration)
 
 
 # ----- serve -----------------------------------------------------------------------------------------
@@ -256,6 +275,7 @@ def _add_serve(commands: Any) -> None:
     serve.add_argument("--output", type=_count("--output"), help="generated tokens per request (with --prompt)")
     serve.add_argument("--dtype", choices=inference.SERVING_DTYPES, default="bf16", help="weights and KV cache")
     serve.add_argument("--batches", help="comma-separated batch sizes (default: powers of 2 up to the largest fit)")
+    serve.add_argument("--calibration", help=CALIBRATION_HELP)
     serve.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
     serve.set_defaults(run=_serve)
 
@@ -268,20 +288,25 @@ def _serve_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     else:
         largest = inference.max_batch(args.model, args.chip, args.chips, context_len=args.context, **dtypes)
         batches = [2**i for i in range(max(largest, 1).bit_length())]
-    steps = inference.latency_throughput(
-        args.model, args.chip, args.chips, context_len=args.context, batches=batches, **dtypes
-    )
+    chip = with_calibration(args.chip, args.calibration)
+    steps = [
+        inference.decode_step_time(args.model, chip, args.chips, batch=b, context_len=args.context, **dtypes)
+        for b in batches
+    ]
     rows = []
     for s in steps:
         try:
-            usd = inference.cost_per_million_tokens(args.chip, tokens_per_s_per_chip=s.tokens_per_s_per_chip)
+            usd = inference.cost_per_million_tokens(
+                args.chip, tokens_per_s_per_chip=s.batch / s.expected_s / args.chips
+            )
         except ValueError:
             usd = None
         rows.append(
             {"batch": s.batch, "roofline_s": s.roofline_s, "expected_s": s.expected_s,
              "t_ici_latency_s": s.t_ici_latency, "t_lower_s": s.t_lower, "t_upper_s": s.t_upper, "bound": s.bound,
              "t_kv_s": s.t_kv, "t_weights_s": s.t_weights, "t_math_s": s.t_math, "t_ici_s": s.t_ici,
-             "tokens_per_s": s.tokens_per_s, "tokens_per_s_per_chip": s.tokens_per_s_per_chip,
+             "tokens_per_s": s.batch / s.expected_s, "tokens_per_s_per_chip": s.batch / s.expected_s / args.chips,
+             "tokens_per_s_bound": s.tokens_per_s,
              "usd_per_million_tokens": usd, "memory_bytes": s.memory_bytes, "fits": s.fits,
              **_requests(args, s.batch)}
         )  # fmt: skip
@@ -304,7 +329,12 @@ def _requests(args: argparse.Namespace, batch: int) -> dict[str, float]:
     mix = inference.request_mix(
         args.model, args.chip, args.chips, batch=batch, prompt_len=args.prompt, output_len=args.output, **dtypes
     )
-    return {"prefill_s": mix.prefill_s, "request_latency_s": mix.latency_s, "requests_per_s": mix.requests_per_s}
+    prefill = inference.prefill_step(
+        args.model, with_calibration(args.chip, args.calibration), args.chips, prompt_len=args.prompt,
+        param_dtype=args.dtype,
+    )  # fmt: skip
+    return {"ttft_s": prefill.expected_s, "prefill_bound_s": prefill.roofline_s, "prefill_s": mix.prefill_s,
+            "request_latency_s": mix.latency_s, "requests_per_s": mix.requests_per_s}  # fmt: skip
 
 
 def _serve_nothing_fits(args: argparse.Namespace, rows: list[dict[str, Any]]) -> list[str]:
@@ -338,31 +368,63 @@ def _serve(args: argparse.Namespace) -> str:
             else ""
         ),
         "",
-        "step: the book's roofline; expected: plus each collective's bandwidth and fixed cost, which a decode "
-        "step cannot overlap; tok/s at the roofline",
+        "step ms: the expected decode step, at the chip's measured rates with each collective's and kernel's fixed "
+        "cost; tok/s at that step; bound ms: the book's roofline, which no step beats"
+        + ("; TTFT: time to first token, the expected prefill of one prompt" if "prefill_s" in rows[0] else ""),
+        *_rates_line(get_chip(args.chip).name, args.calibration),
         "",
-        f"{'batch':>6} {'step ms':>9} {'expected':>9} {'bound':<8} {'tok/s':>9} {'tok/s/chip':>10} {'$/M tok':>8} "
-        f"{'GB':>7}  fits" + ("  prefill ms  request s  requests/s" if "prefill_s" in rows[0] else ""),
+        f"{'batch':>6} {'step ms':>9} {'tok/s':>9} {'tok/s/chip':>10} {'bound ms':>9} {'bound by':<8} {'$/M tok':>8} "
+        f"{'GB':>7}  fits" + ("  TTFT ms  request s  requests/s" if "prefill_s" in rows[0] else ""),
     ]
     for r in rows:
         usd = "-" if r["usd_per_million_tokens"] is None else f"{r['usd_per_million_tokens']:.2f}"
         fits = "yes" if r["fits"] else "NO "
         mix = (
-            f"  {r['prefill_s'] * 1e3:>10.1f} {r['request_latency_s']:>10.2f} {r['requests_per_s']:>11.2f}"
+            f"  {r['ttft_s'] * 1e3:>7.1f} {r['request_latency_s']:>10.2f} {r['requests_per_s']:>11.2f}"
             if "prefill_s" in r
             else ""
         )
         lines.append(
-            f"{r['batch']:>6} {r['t_lower_s'] * 1e3:>9.2f} {r['expected_s'] * 1e3:>9.2f} {r['bound']:<8} "
-            f"{r['tokens_per_s']:>9,.0f} "
-            f"{r['tokens_per_s_per_chip']:>10,.0f} {usd:>8} {r['memory_bytes'] / 1e9:>7.1f}  {fits}{mix}"
+            f"{r['batch']:>6} {r['expected_s'] * 1e3:>9.2f} {r['tokens_per_s']:>9,.0f} "
+            f"{r['tokens_per_s_per_chip']:>10,.0f} {r['roofline_s'] * 1e3:>9.2f} {r['bound']:<8} "
+            f"{usd:>8} {r['memory_bytes'] / 1e9:>7.1f}  {fits}{mix}"
         )
     return "\n".join(lines)
 
 
+# ----- calibrate -------------------------------------------------------------------------------------
+
+
+def _add_calibrate(commands: Any) -> None:
+    calibrate = commands.add_parser(
+        "calibrate",
+        help="measure the achieved rates the expected times use, on this machine's device",
+        description="Time matmuls, a copy, flash attention, a chain of tiny kernels and (on 2+ devices) the "
+        "collectives with JAX, print each rate beside the cited one, and write a profile for --calibration "
+        "(book_lib.calibrate).",
+    )
+    calibrate.add_argument(
+        "--chip", help="the chip whose datasheet the rates are divided by (default: the device's own)"
+    )
+    calibrate.add_argument("--output", default="calibration.json", help="the profile to write (default %(default)s)")
+    calibrate.add_argument("--quick", action="store_true", help="small sizes: seconds on a CPU (for CI)")
+    calibrate.set_defaults(run=_calibrate)
+
+
+def _calibrate(args: argparse.Namespace) -> str:
+    from book_lib import calibrate, devices
+
+    chip = None if args.chip is None else get_chip(args.chip)
+    devices.setup()
+    profile = calibrate.measure(chip=chip, mode="quick" if args.quick else "full")
+    with open(args.output, "w") as out:
+        out.write(profile.to_json())
+    return calibrate.report(profile) + f"\n\nwrote {args.output}: pass it as --calibration to plan and serve"
+
+
 # ----- entry point -----------------------------------------------------------------------------------
 
-COMMANDS: tuple[Callable[[Any], None], ...] = (_add_plan, _add_serve)
+COMMANDS: tuple[Callable[[Any], None], ...] = (_add_plan, _add_serve, _add_calibrate)
 
 
 def build_parser() -> argparse.ArgumentParser:

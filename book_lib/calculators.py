@@ -26,6 +26,7 @@ Book: Part 1 (rooflines), Part 3 (collectives), Parts 5-6 (training), Parts 7-8 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import html
 import json
 import math
@@ -34,7 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from book_lib import checks, collectives, inference, planner, roofline, topology
-from book_lib.hardware import CHIPS, get_chip
+from book_lib.efficiency import Calibration, load_calibration
+from book_lib.hardware import CHIPS, get_chip, with_calibration
 from book_lib.models import MODELS
 from book_lib.numfmt import fmt
 
@@ -249,6 +251,11 @@ def _per(value: float, unit: str) -> str:
     return f"{fmt(round(value))} {unit}"
 
 
+def _profile(calibration: Calibration | str | None) -> Calibration | None:
+    """A calculator's `calibration=`, read once (a path is loaded here, not on every knob turn)."""
+    return None if calibration is None else load_calibration(calibration)
+
+
 def _powers_of_two(low: int, high: int) -> tuple[int, ...]:
     return tuple(2**i for i in range(low, high + 1))
 
@@ -340,30 +347,37 @@ def collective_calculator(**defaults: Any) -> Calculator:
     return calc.with_defaults(**defaults)
 
 
-def _training_rows(model: str, chip: str, n_chips: int, batch_mtokens: int, seq_len: int) -> list[Row]:
-    plan = planner.plan_training(model, chip, n_chips, batch_tokens=batch_mtokens * 2**20, seq_len=seq_len)
+def _training_rows(
+    model: str, chip: str, n_chips: int, batch_mtokens: int, seq_len: int, calibration: Calibration | None = None
+) -> list[Row]:
+    plan = planner.plan_training(
+        model, with_calibration(chip, calibration), n_chips, batch_tokens=batch_mtokens * 2**20, seq_len=seq_len
+    )
     best, step = plan.best, plan.best.step
     rows = [
         ("best scheme", best.scheme),
         ("mesh", " × ".join(f"{name} {size}" for name, size in step.mesh.items())),
-        ("step time", fmt(step.t_lower, "s")),
+        ("expected step", fmt(step.expected_s, "s")),
+        ("expected MFU", f"{step.mfu_expected:.0%}"),
+        ("bound (roofline)", fmt(step.roofline_s, "s")),
         ("T_math + bubble", fmt(step.t_math + step.t_bubble, "s")),
         ("T_comms", fmt(step.t_comms, "s")),
-        ("bound", step.bound),
-        ("MFU", f"{best.mfu:.0%}"),
+        ("bound by", step.bound),
         ("memory / HBM", f"{fmt(best.memory.total_bytes, 'B')} / {fmt(best.memory.hbm_bytes or 0, 'B')}"),
     ]
     if len(plan.entries) > 1:
         second = plan.entries[1]
-        rows.append(("runner-up", f"{second.scheme}, {second.step.t_lower / step.t_lower:.2f}×"))
+        rows.append(("runner-up", f"{second.scheme}, {second.expected_s / step.expected_s:.2f}×"))
     return rows
 
 
-def training_calculator(**defaults: Any) -> Calculator:
+def training_calculator(calibration: Calibration | str | None = None, **defaults: Any) -> Calculator:
     """The best way to shard one training step: `planner.plan_training` (every layout, ranked).
 
-    Step time max(T_math + T_bubble, T_comms) per scheme, memory per chip with Adam; the static table
-    sweeps the number of chips. Knobs: model, chip, n_chips, batch_mtokens (2**20 tokens), seq_len.
+    The expected step time per scheme (`training.StepTime.expected_s`, at the chip's cited rates or
+    `calibration`'s, a `calibrate` profile or its path), the bound max(T_math + T_bubble, T_comms) beside
+    it, memory per chip with Adam; the static table sweeps the number of chips. Knobs: model, chip,
+    n_chips, batch_mtokens (2**20 tokens), seq_len.
     Book: Part 5 (Training), "Key Takeaways"; Part 6, "How to shard LLaMA 3-70B".
     """
     tpus = tuple(name for name, chip in CHIPS.items() if chip.is_tpu)
@@ -376,7 +390,7 @@ def training_calculator(**defaults: Any) -> Calculator:
             Knob(name="batch_mtokens", label="batch (M tokens)", values=_powers_of_two(0, 5), default=4),
             Knob(name="seq_len", label="sequence (tokens)", values=_powers_of_two(11, 15), default=4096),
         ),
-        compute=_training_rows,
+        compute=functools.partial(_training_rows, calibration=_profile(calibration)),
         sweep="n_chips",
         sweep_values=(256, 1024, 4096, 8960),
         factory="training_calculator",
@@ -384,34 +398,47 @@ def training_calculator(**defaults: Any) -> Calculator:
     return calc.with_defaults(**defaults)
 
 
-def _serving_rows(model: str, chip: str, n_chips: int, context_len: int, dtype: str, batch: int) -> list[Row]:
+def _serving_rows(
+    model: str,
+    chip: str,
+    n_chips: int,
+    context_len: int,
+    dtype: str,
+    batch: int,
+    calibration: Calibration | None = None,
+) -> list[Row]:
     s = inference.decode_step_time(
-        model, chip, n_chips, batch=batch, context_len=context_len, param_dtype=dtype, kv_dtype=dtype
-    )
+        model, with_calibration(chip, calibration), n_chips, batch=batch, context_len=context_len,
+        param_dtype=dtype, kv_dtype=dtype,
+    )  # fmt: skip
+    rate = s.batch / s.expected_s
     try:
-        usd = f"${inference.cost_per_million_tokens(chip, tokens_per_s_per_chip=s.tokens_per_s_per_chip):.2f}"
+        usd = f"${inference.cost_per_million_tokens(chip, tokens_per_s_per_chip=rate / n_chips):.2f}"
     except ValueError:
         usd = "no price in the text"
     return [
+        ("expected step", fmt(s.expected_s, "s")),
+        ("tokens/s", fmt(round(rate))),
+        ("per chip", fmt(round(rate / n_chips))),
+        ("$ / M tokens", usd),
+        ("bound (roofline)", fmt(s.t_lower, "s")),
         ("T_kv", fmt(s.t_kv, "s")),
         ("T_weights", fmt(s.t_weights, "s")),
         ("T_math", fmt(s.t_math, "s")),
         ("T_ici", fmt(s.t_ici, "s")),
-        ("step time", fmt(s.t_lower, "s")),
-        ("largest", s.bound),
-        ("tokens/s", fmt(round(s.tokens_per_s))),
-        ("per chip", fmt(round(s.tokens_per_s_per_chip))),
-        ("$ / M tokens", usd),
+        ("bound by", s.bound),
         ("memory / HBM", f"{fmt(s.memory_bytes, 'B')} / {fmt(s.hbm_bytes, 'B')}"),
         ("fits", "yes" if s.fits else "NO"),
     ]
 
 
-def serving_calculator(**defaults: Any) -> Calculator:
+def serving_calculator(calibration: Calibration | str | None = None, **defaults: Any) -> Calculator:
     """Latency and throughput of one decode step: `inference.decode_step_time`.
 
-    t = t_kv + max(t_weights, t_math, t_ici) (the text's estimate); weights and KV cache in the same
-    dtype. The static table sweeps the batch. Knobs: model, chip, n_chips, context_len, dtype, batch.
+    The expected step (`DecodeStep.expected_s`, at the cited rates or `calibration`'s) and the tokens/s
+    and cost at it; the bound t = t_kv + max(t_weights, t_math, t_ici) (the text's estimate) beside it;
+    weights and KV cache in the same dtype. The static table sweeps the batch. Knobs: model, chip,
+    n_chips, context_len, dtype, batch.
     Book: Part 7 (Inference), "Theoretical estimates for LLM latency and throughput"; Part 8.
     """
     slices = sorted({math.prod(s) for name in CHIPS for s in topology.slice_shapes(name)})
@@ -425,7 +452,7 @@ def serving_calculator(**defaults: Any) -> Calculator:
             Knob(name="dtype", label="weights and KV", values=inference.SERVING_DTYPES, default="int8"),
             Knob(name="batch", label="batch (sequences)", values=_powers_of_two(0, 10), default=32),
         ),
-        compute=_serving_rows,
+        compute=functools.partial(_serving_rows, calibration=_profile(calibration)),
         sweep="batch",
         sweep_values=(1, 8, 32, 64, 128, 256),
         factory="serving_calculator",

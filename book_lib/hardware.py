@@ -12,12 +12,25 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import pathlib
 import re
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from book_lib import checks
+from book_lib.efficiency import (
+    A100,
+    A100_PCIE,
+    B200,
+    H200,
+    HOPPER,
+    PEAK,
+    Calibration,
+    Efficiency,
+    calibrated,
+    load_calibration,
+)
 
 __all__ = [
     "Chip",
@@ -104,6 +117,8 @@ class Chip:
             TensorCores (7x: chiplets) are separate devices, each with its own half of the HBM.
         device_kinds: regular expressions; a lowercased `jax.Device.device_kind` that matches one
             whole means this chip.
+        efficiency: the rates the chip achieves against these figures, each measured and cited
+            (`efficiency.Efficiency`): what expected times use where rooflines use the datasheet.
         source: where the figures come from (URLs).
     """
 
@@ -136,6 +151,7 @@ class Chip:
     l2_bytes: int | None = None
     devices_per_chip: int = 1
     device_kinds: tuple[str, ...] = ()
+    efficiency: Efficiency = PEAK
     source: str
 
     def __post_init__(self) -> None:
@@ -433,6 +449,7 @@ _ALL = (
     ),
     _gpu(
         name="a100",
+        efficiency=A100,
         bf16_flops_per_s=3.12e14,
         int8_ops_per_s=6.24e14,
         hbm_bytes=80e9,
@@ -460,6 +477,7 @@ _ALL = (
     ),
     _gpu(
         name="h100",
+        efficiency=HOPPER,
         bf16_flops_per_s=9.89e14,  # spec sheet 1,979 TFLOPS is with sparsity; dense is half
         int8_ops_per_s=1.979e15,
         fp8_flops_per_s=1.979e15,  # spec sheet 3,958 TFLOPS FP8 with sparsity
@@ -491,6 +509,7 @@ _ALL = (
     ),
     _gpu(
         name="h200",
+        efficiency=H200,
         bf16_flops_per_s=9.89e14,
         int8_ops_per_s=1.979e15,
         fp8_flops_per_s=1.979e15,  # spec sheet 3,958 TFLOPS FP8 with sparsity
@@ -517,6 +536,7 @@ _ALL = (
     ),
     _gpu(
         name="b200",
+        efficiency=B200,
         bf16_flops_per_s=2.25e15,
         int8_ops_per_s=4.5e15,
         fp8_flops_per_s=4.5e15,  # HGX B200: 9 PFLOPS FP8 per GPU with sparsity
@@ -561,6 +581,7 @@ _VARIANTS = (
     dataclasses.replace(
         _BY_NAME["a100"],
         name="a100-80gb-pcie",
+        efficiency=A100_PCIE,
         hbm_bytes_per_s=1.935e12,
         pod_shape=(2,),  # an NVLink bridge joins pairs of PCIe cards
         device_kinds=(r"nvidia a100 80gb pcie", r"nvidia a100-pcie-80gb"),
@@ -663,6 +684,26 @@ def get_chip(chip: str | Chip, *, arg: str = "chip") -> Chip:
     if isinstance(chip, Chip):
         return chip
     return checks.lookup(arg, chip, _BY_NAME_ALL, what="chip", key=_key)
+
+
+def with_calibration(chip: str | Chip, calibration: Calibration | str | pathlib.Path | None) -> Chip:
+    """`chip` with the rates a `calibrate` profile measured in place of its cited `Chip.efficiency`.
+
+    None returns the chip unchanged. The datasheet figures stay: the roofline is still the bound.
+
+    Raises:
+        ValueError: an unknown chip, a path that holds no profile, or a profile of another chip.
+    """
+    hw = get_chip(chip)
+    if calibration is None:
+        return hw
+    profile = load_calibration(calibration)
+    if profile.chip != hw.name:
+        raise ValueError(
+            f"calibration={profile.chip!r}: a profile measured against {profile.chip}'s datasheet, not {hw.name}'s; "
+            f"allowed: a profile of {hw.name} (python -m book_lib calibrate --chip {hw.name})"
+        )
+    return dataclasses.replace(hw, efficiency=calibrated(hw.efficiency, profile))
 
 
 def price_usd_per_chip_hour(chip: Chip | str) -> float | None:

@@ -25,10 +25,12 @@ throughput" and "Distributing Inference Over Multiple Accelerators"; Part 8 (Ser
 from __future__ import annotations
 
 import math
+import pathlib
 from dataclasses import dataclass
 
-from book_lib import checks, collectives, topology
-from book_lib.hardware import PRICES_USD_PER_CHIP_HOUR, Chip, get_chip, price_usd_per_chip_hour
+from book_lib import checks, collectives, overheads, topology
+from book_lib.efficiency import Calibration
+from book_lib.hardware import PRICES_USD_PER_CHIP_HOUR, Chip, get_chip, price_usd_per_chip_hour, with_calibration
 from book_lib.models import get_model
 from book_lib.transformer import TransformerConfig
 
@@ -41,6 +43,8 @@ __all__ = [
     "DecodeStep",
     "decode_step_time",
     "decode_step_time_from_sizes",
+    "PrefillStep",
+    "prefill_step",
     "prefill_time",
     "memory_bytes",
     "max_batch",
@@ -68,9 +72,14 @@ class DecodeStep:
         t_ici: the model-parallel collectives over ICI (s); 0 on one chip.
         memory_bytes: weights plus KV caches, all chips together (bytes).
         hbm_bytes: HBM of all chips together (bytes).
-        t_ici_bandwidth: the same collectives' bandwidth time alone (s).
+        t_ici_bandwidth: the same collectives' bandwidth time alone, at the rate a ring collective achieves
+            (`efficiency.Efficiency.ici`) (s).
         t_ici_latency: their fixed cost per call, `collectives.call_latency_s` (NCCL's model on GPUs,
             one AllReduce per block; hops x 1 us on TPU ICI) (s).
+        t_kernels: every chip runs every layer's kernels, each at a fixed cost whatever its share of
+            the work: `overheads.kernels_per_layer` x L x `efficiency.kernel_s` (s).
+        hbm_efficiency, matmul_efficiency: the rates the chip achieves against its datasheet
+            (`efficiency.Efficiency`), which `expected_s` divides by (ratios).
     """
 
     batch: int
@@ -83,6 +92,9 @@ class DecodeStep:
     hbm_bytes: float
     t_ici_bandwidth: float = 0.0
     t_ici_latency: float = 0.0
+    t_kernels: float = 0.0
+    hbm_efficiency: float = 1.0
+    matmul_efficiency: float = 1.0
 
     @property
     def roofline_s(self) -> float:
@@ -91,10 +103,12 @@ class DecodeStep:
 
     @property
     def expected_s(self) -> float:
-        """The roofline plus what it leaves out (s): t_kv + max(t_weights, t_math) + t_ici_bandwidth +
-        t_ici_latency. Each layer's collectives wait for its matmuls and the next layer waits for them,
-        so they do not overlap, and each call pays its fixed cost."""
-        return self.t_kv + max(self.t_weights, self.t_math) + self.t_ici_bandwidth + self.t_ici_latency
+        """The roofline plus what it leaves out (s): t_kv / e_hbm + max(t_weights / e_hbm, t_math / e_mm) +
+        t_ici_bandwidth + t_ici_latency + t_kernels. Bytes stream at the achieved HBM rate and FLOPs run
+        at the achieved matmul rate; each layer's collectives wait for its matmuls and the next layer
+        waits for them, so they do not overlap, and each call and kernel pays its fixed cost."""
+        streamed = max(self.t_weights / self.hbm_efficiency, self.t_math / self.matmul_efficiency)
+        return self.t_kv / self.hbm_efficiency + streamed + self.t_ici_bandwidth + self.t_ici_latency + self.t_kernels
 
     @property
     def t_lower(self) -> float:
@@ -202,6 +216,8 @@ def decode_step_time(
     kv_dtype: str = "bf16",
     matmul_dtype: str = "bf16",
     activation_dtype: str = "bf16",
+    weight_group_size: int | None = None,
+    calibration: Calibration | str | pathlib.Path | None = None,
 ) -> DecodeStep:
     """One generation step of `batch` sequences at `context_len` on `n_chips` chips (see the module docstring).
 
@@ -221,28 +237,32 @@ def decode_step_time(
         kv_dtype: the format of cached keys and values.
         matmul_dtype: the dtype the MXU multiplies in ("bf16", or "int8" with int8 activations).
         activation_dtype: the activations the collectives move.
+        weight_group_size: quantized weights with a bf16 scale and zero point per group of this many
+            (gpt-fast's int4 "G=32"): 4 / g more bytes per weight read; None: per-channel scales, which
+            add nothing worth counting.
+        calibration: a profile of `python -m book_lib calibrate` (or its path) whose measured rates
+            replace the chip's cited ones in `expected_s`; None keeps the cited ones.
     Book: Part 7, equation (4) and "Note on ICI bounds for generation".
     """
-    cfg, hw = get_model(model), get_chip(chip)
+    cfg, hw = get_model(model), with_calibration(chip, calibration)
+    eff = hw.efficiency
     _slice(hw, n_chips)
     batch, context_len = checks.count("batch", batch), checks.count("context_len", context_len)
     w, kv = _sizes(param_dtype, kv_dtype)
     hbm_bytes_per_s = n_chips * hw.hbm_bytes_per_s
     weights, total = _memory(cfg, 0, context_len, w, kv), _memory(cfg, batch, context_len, w, kv)
-    read = cfg.params_read_per_step(batch) * checks.dtype_bytes(w)  # an MoE reads only the experts touched
+    scales = 0.0 if weight_group_size is None else 4 / checks.count("weight_group_size", weight_group_size)
+    # an MoE reads only the experts touched
+    read = cfg.params_read_per_step(batch) * (checks.dtype_bytes(w) + scales)
     ici = _ici_s(cfg, hw, batch, n_chips, checks.dtype_bytes(activation_dtype, "activation_dtype"))
     return DecodeStep(
-        batch=batch,
-        n_chips=n_chips,
-        t_kv=(total - weights) / hbm_bytes_per_s,
-        t_weights=read / hbm_bytes_per_s,
-        t_math=2 * batch * cfg.active_param_count() / (n_chips * hw.peak_ops_per_s(matmul_dtype)),
-        t_ici=ici[0],
-        memory_bytes=total,
-        hbm_bytes=n_chips * hw.hbm_bytes,
-        t_ici_bandwidth=ici[1],
-        t_ici_latency=ici[2],
-    )
+        batch=batch, n_chips=n_chips, t_kv=(total - weights) / hbm_bytes_per_s, t_weights=read / hbm_bytes_per_s,
+        t_math=2 * batch * cfg.active_param_count() / (n_chips * hw.peak_ops_per_s(matmul_dtype)), t_ici=ici[0],
+        memory_bytes=total + cfg.param_count() * scales, hbm_bytes=n_chips * hw.hbm_bytes,
+        t_ici_bandwidth=ici[1] / eff.ici, t_ici_latency=ici[2],
+        t_kernels=overheads.kernels_per_layer(cfg) * cfg.n_layers * eff.kernel_s,
+        hbm_efficiency=eff.hbm, matmul_efficiency=eff.matmul_for(matmul_dtype),
+    )  # fmt: skip
 
 
 def decode_step_time_from_sizes(
@@ -288,6 +308,99 @@ def decode_step_time_from_sizes(
         memory_bytes=weights + caches,
         hbm_bytes=n_chips * hw.hbm_bytes,
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrefillStep:
+    """One prefill of `batch` prompts of `prompt_len` tokens on `n_chips` chips; times in seconds.
+
+    Attributes:
+        tokens: prompt tokens prefilled together, B T (count).
+        n_chips: chips the model is sharded over, Megatron-style (count).
+        t_matmul: the weight matmuls' FLOPs at peak (s).
+        t_attention: the causal attention's FLOPs at peak (s).
+        t_weights: reading every weight once from HBM at the datasheet rate (s).
+        t_ici: the model-parallel collectives' roofline time (s); 0 on one chip.
+        terms: the parts of `expected_s`, named (`overheads.StepTerm`).
+    """
+
+    tokens: int
+    n_chips: int
+    t_matmul: float
+    t_attention: float
+    t_weights: float
+    t_ici: float
+    terms: tuple[overheads.StepTerm, ...]
+
+    @property
+    def roofline_s(self) -> float:
+        """The book's bound (s): max(FLOPs / C, weight bytes / W, t_ici); no prefill is faster."""
+        return max(self.t_matmul + self.t_attention, self.t_weights, self.t_ici)
+
+    @property
+    def expected_s(self) -> float:
+        """The sum of `terms` (s): what a prefill takes at the chip's achieved rates; time to first token."""
+        return sum(term.seconds for term in self.terms)
+
+
+def prefill_step(
+    model: TransformerConfig | str,
+    chip: Chip | str,
+    n_chips: int,
+    *,
+    prompt_len: int,
+    batch: int = 1,
+    param_dtype: str = "bf16",
+    activation_dtype: str = "bf16",
+    calibration: Calibration | str | pathlib.Path | None = None,
+) -> PrefillStep:
+    """A prefill's roofline and expected time, the training step's efficiencies applied to one forward pass.
+
+    With e = the chip's `efficiency.Efficiency` (or `calibration`'s), n chips,
+    B T tokens, P p_w weight bytes:
+        weight matmuls  max(F_mm / (n e.matmul C), P p_w / (n e.hbm W))
+        attention       F_att / (n e.attention_forward C)   (causal)
+        elementwise     `overheads.elementwise_bytes_per_token` x B T L
+                        / (e.hbm W)   (each chip's share)
+        kernels         `overheads.kernels_per_layer` x L x e.kernel_s
+        collectives     L x 2 x (AllGather + ReduceScatter of B T D):
+                        bandwidth time and fixed cost per call
+    `roofline_s` is the bound: max(F / (n C), P p_w / (n W), collectives).
+    Book: Part 7, "Prefill" (compute-bound above the critical batch); Part 8 (time to first token).
+
+    Raises:
+        ValueError: unknown model, chip or dtype; n_chips no slice of the chip offers; a prompt longer
+            than the model's positions.
+    """
+    cfg, hw = get_model(model), with_calibration(chip, calibration)
+    _slice(hw, n_chips)
+    prompt_len, batch = cfg.check_positions("prompt_len", prompt_len), checks.count("batch", batch)
+    eff, tokens = hw.efficiency, batch * prompt_len
+    flops = cfg.flops_breakdown(prompt_len, training=False, causal=True)
+    peak, hbm = n_chips * hw.bf16_flops_per_s, n_chips * hw.hbm_bytes_per_s
+    t_matmul, t_attention = tokens * flops.matmul_flops / peak, tokens * flops.attention_flops / peak
+    t_weights = cfg.param_count() * checks.dtype_bytes(param_dtype, "param_dtype") / hbm
+    act = checks.dtype_bytes(activation_dtype, "activation_dtype")
+    t_ici, ici_bandwidth, ici_latency = _ici_s(cfg, hw, tokens, n_chips, act)
+    elementwise = overheads.elementwise_bytes_per_token(cfg, tensor=n_chips, activation_dtype=activation_dtype)
+    matmul_s = max(t_matmul / eff.matmul, t_weights / eff.hbm)
+    ici_bandwidth, kernels_s = ici_bandwidth / eff.ici, overheads.kernels_per_layer(cfg) * cfg.n_layers * eff.kernel_s
+    terms = (
+        overheads.StepTerm(name="matmul FLOPs at peak", seconds=t_matmul, how="B T weight-matmul FLOPs / (n C)"),
+        overheads.StepTerm(name="matmuls at the achieved rate", seconds=matmul_s - t_matmul,
+                           how=f"at {eff.matmul:.0%} of peak, or the weight reads at the achieved HBM rate"),
+        overheads.StepTerm(name="attention at the flash-attention rate", seconds=t_attention / eff.attention_forward,
+                           how=f"causal attention FLOPs at {eff.attention_forward:.0%} of peak"),
+        overheads.StepTerm(name="elementwise ops, norms, RoPE (HBM)",
+                           seconds=elementwise * tokens * cfg.n_layers / (hw.hbm_bytes_per_s * eff.hbm),
+                           how="overheads.elementwise_bytes_per_token x B T L / achieved HBM rate"),
+        overheads.StepTerm(name="kernel fixed cost", seconds=kernels_s,
+                           how="overheads.kernels_per_layer x L x efficiency.kernel_s"),
+        overheads.StepTerm(name="tensor-parallel collectives", seconds=ici_bandwidth + ici_latency,
+                           how="L x 2 x (AllGather + ReduceScatter of B T D): bandwidth and fixed cost per call"),
+    )  # fmt: skip
+    return PrefillStep(tokens=tokens, n_chips=n_chips, t_matmul=t_matmul, t_attention=t_attention,
+                       t_weights=t_weights, t_ici=t_ici, terms=terms)  # fmt: skip
 
 
 def prefill_time(

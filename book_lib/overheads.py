@@ -1,12 +1,13 @@
-"""What a roofline leaves out of a training step: the bytes and shapes behind `training.StepTime.expected_s`.
+"""What a roofline leaves out of a training step: the bytes, shapes and rates behind `training.StepTime.expected_s`.
 
 The roofline of a step is its matmul FLOPs at the chip's peak, or its collectives' bandwidth time if
-longer. A real step also streams every elementwise operation through HBM, updates the optimizer
-state, pads its matmuls to the matrix unit's tile, and waits on the collectives that cannot hide under
-compute. This module counts the first three from the model's shapes and the chip's table, each as a
-plain number, and `expected_terms` turns them and the step's collectives into named terms of seconds
-(`StepTerm`). No fitted factor: each count is a number of bytes, padded rows or calls a program must
-move, compute or make.
+longer. A real step runs its matmuls and attention at the rates a chip achieves, not its peak, streams
+every elementwise operation through HBM, launches kernels that each cost a fixed time, updates the
+optimizer state, pads its matmuls to the matrix unit's tile, loses compute to the collectives that
+overlap it, and waits on those that cannot hide. This module counts bytes, padded rows and kernels from
+the model's shapes, takes the rates from the chip's `efficiency.Efficiency` (each measured and cited),
+and `expected_terms` turns them and the step's collectives into named terms of seconds (`StepTerm`).
+No factor is fitted to a published run.
 
 Book: Part 1 (Rooflines: the memory-bound elementwise ops); Part 2 (the MXU's 128 x 128 tiles);
 Part 5 ("What else is there?", optimizer and elementwise costs left out).
@@ -14,6 +15,7 @@ Part 5 ("What else is there?", optimizer and elementwise costs left out).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,7 +27,14 @@ from book_lib.step_collectives import CollectiveCost
 from book_lib.transformer import TransformerConfig
 
 __all__ = [
+    "ATTENTION_KERNELS",
+    "TERMS",
+    "achieved",
+    "GPU_GEMM_TILE",
     "GPU_MMA_TILE",
+    "wave_efficiency",
+    "score_bytes_per_token",
+    "kernels_per_layer",
     "StepTerm",
     "StepWork",
     "elementwise_bytes_per_token",
@@ -37,6 +46,15 @@ __all__ = [
 # The k and n of the smallest tensor-core instruction a bf16 matmul is built from on NVIDIA GPUs
 # (mma.sync m16n8k16 on Ampere, wgmma k16 on Hopper; PTX ISA, "Matrix shapes"): dims pad to 16.
 GPU_MMA_TILE = 16
+# The output tile one SM computes in cuBLAS's most efficient large-GEMM kernels: "256x128" (NVIDIA, Matrix
+# Multiplication Background User's Guide, "Typical Tile Dimensions In cuBLAS And Performance" and "Wave
+# Quantization": the tiles run in waves of one per SM, and a last partial wave leaves SMs idle).
+# https://docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication/index.html
+GPU_GEMM_TILE = (256, 128)
+# The attention kernels a step may run: a flash-attention kernel keeps the scores on chip; "materialized"
+# writes them to HBM (the softmax, its dropout and their backward passes read and write them), as
+# Megatron-LM and its forks did before FlashAttention (2022).
+ATTENTION_KERNELS = ("flash", "materialized")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,6 +87,16 @@ class StepWork:
         activation_dtype: the dtype of the activations.
         weight_copies: copies of the weights one chip's share makes up (`Layout.weight_shards`, adjusted
             for uneven stages and expert parallelism) (ratio).
+        update_shards: replicas that split the optimizer update (`Layout.zero`: the data degree) (count).
+        attention_share: dot-product attention's share of the forward FLOPs at the step's sequence
+            length, causal (ratio).
+        microbatches: the microbatches each chip runs through its layers (count).
+        param_bytes: the bytes of one parameter as the matmuls read it (bytes).
+        microbatch_tokens: the tokens one chip's matmuls multiply at once (count).
+        attention_peak_ratio: the matmul dtype's peak over bf16's: attention runs in bf16 (ratio).
+        attention_kernel: one of `ATTENTION_KERNELS`.
+        seq_len: keys each query attends to (count).
+        matmul_dtype: the dtype the weight matmuls multiply in.
     """
 
     model_s: float
@@ -80,6 +108,15 @@ class StepWork:
     update_bytes: float
     activation_dtype: str
     weight_copies: float
+    update_shards: int
+    attention_share: float
+    microbatches: int
+    param_bytes: float
+    microbatch_tokens: float
+    attention_peak_ratio: float
+    attention_kernel: str
+    seq_len: int
+    matmul_dtype: str
 
 
 def elementwise_bytes_per_token(cfg: TransformerConfig, *, tensor: int, activation_dtype: str = "bf16") -> float:
@@ -137,13 +174,137 @@ def tile_padding(cfg: TransformerConfig, chip: Chip, *, tensor: int) -> float:
         ValueError: tensor not a count.
     """
     t, side = checks.count("tensor", tensor), tile(chip)
-    D, N, H = cfg.d_model, cfg.n_heads, cfg.head_dim
+    shapes = _weight_matmuls(cfg, t)
+    padded = sum(math.ceil(p / side) * side * math.ceil(q / side) * side * n for p, q, n in shapes)
+    return padded / sum(p * q * n for p, q, n in shapes) - 1
+
+
+def _weight_matmuls(cfg: TransformerConfig, tensor: int) -> list[tuple[float, float, int]]:
+    """Each weight matrix [P, Q] of the model as one chip holds it (the wide dim cut `tensor` ways), with
+    how many times a token passes through it: (P, Q, count)."""
+    D, N, H, t = cfg.d_model, cfg.n_heads, cfg.head_dim, tensor
     k = cfg.experts_per_token + cfg.n_shared_experts if cfg.is_moe else 1
     shapes = [(D, N * H / t, cfg.n_layers), (N * H / t, D, cfg.n_layers), (D, cfg.vocab_size / t, 1)]
     shapes += [(D, 2 * cfg.n_kv_heads * H / t, cfg.n_layers)] if not cfg.kv_lora_rank else []
     shapes += [(D, cfg.expert_d_ff / t, 2 * k * cfg.n_layers), (cfg.expert_d_ff / t, D, k * cfg.n_layers)]
-    padded = sum(math.ceil(p / side) * side * math.ceil(q / side) * side * n for p, q, n in shapes)
-    return padded / sum(p * q * n for p, q, n in shapes) - 1
+    return shapes
+
+
+def wave_efficiency(cfg: TransformerConfig, chip: Chip, *, tensor: int, tokens: float) -> float:
+    """The share of a GPU's SMs its weight matmuls keep busy, last partial wave of tiles counted (ratio <= 1).
+
+    A GEMM of an [M, K] by a [K, N] matrix is cut into ceil(M / 256) ceil(N / 128) output tiles
+    (`GPU_GEMM_TILE`), run in waves of one tile per SM; w = tiles / SMs waves take ceil(w) wave times.
+    Averaged over every weight matmul of a training step, the forward (M = tokens, N = Q), and the
+    backward's input gradient (N = P) and weight gradient (M = P, N = Q), weighted by FLOPs:
+    efficiency = sum(F w / ceil(w)) / sum(F). 1 on TPUs, whose MXUs take one matmul at a time.
+    Book: Part 12 (GPUs: SMs and tiles).
+
+    Raises:
+        ValueError: tensor or tokens not positive.
+    """
+    t, m = checks.count("tensor", tensor), checks.positive("tokens", tokens)
+    if chip.is_tpu:
+        return 1.0
+    rows, cols = GPU_GEMM_TILE
+    used = total = 0.0
+    for p, q, n in _weight_matmuls(cfg, t):
+        for a, b in ((m, q), (m, p), (p, q)):
+            waves = math.ceil(a / rows) * math.ceil(b / cols) / chip.cores_per_chip
+            used += n * p * q * waves / math.ceil(waves)
+            total += n * p * q
+    return used / total
+
+
+def score_bytes_per_token(cfg: TransformerConfig, *, tensor: int, seq_len: int, recomputed_passes: int = 0) -> float:
+    """HBM bytes the attention scores of one token cost one chip per layer when they are materialized (bytes).
+
+    Each of the token's N / t heads (t = `tensor`) holds S scores: the forward pass writes QK^T, the
+    softmax reads it and writes P, the value product reads P (5 bf16 accesses), once more per
+    recomputed pass (r = `recomputed_passes`), and the backward pass reads P and writes and reads its gradients (10):
+    (N / t) S 2 (5 (1 + r) + 10). Zero in a flash-attention kernel, which keeps them on chip.
+    Book: Part 4 ("attention"); Part 1 (memory-bound elementwise work).
+    """
+    heads = cfg.n_heads / checks.count("tensor", tensor)
+    passes = checks.count("recomputed_passes", recomputed_passes, minimum=0)
+    return heads * checks.count("seq_len", seq_len) * 2 * (5 * (1 + passes) + 10)
+
+
+def achieved(collective: CollectiveCost, chip: Chip) -> CollectiveCost:
+    """`collective` with its bandwidth time at the rate a ring collective achieves on `chip`'s links (s):
+    bandwidth_s / `efficiency.Efficiency.ici` (or `.dcn` across hosts); its roofline time is unchanged."""
+    rate = chip.efficiency.dcn if collective.link == "dcn" else chip.efficiency.ici
+    return dataclasses.replace(collective, bandwidth_s=collective.bandwidth_s / rate)
+
+
+def kernels_per_layer(cfg: TransformerConfig) -> int:
+    """Kernels one forward pass of one layer launches on a GPU, where nothing fuses across ops (count).
+
+        norms              n_norm
+        residual adds      2
+        RoPE               1
+        projections        2: fused QKV and the output projection;
+                           MLA: 5 (down, up and rope projections too)
+        attention          1 (a flash-attention kernel)
+        MLP                2 matmuls (the gated pair fused) + 1 activation
+        MoE                + router, dispatch, combine: 3
+    A backward pass launches about twice as many. LLaMA 3: 2 + 2 + 1 + 2 + 1 + 3 = 11.
+    Book: Part 12 (GPUs: kernels and launches).
+    """
+    projections = 5 if cfg.kv_lora_rank else 2
+    return cfg.norms_per_layer + 2 + 1 + projections + 1 + 3 + (3 if cfg.is_moe else 0)
+
+
+# The terms of `expected_terms`, in order: (name, how it is computed; {rates} filled in per step).
+TERMS = (
+    ("matmul FLOPs at peak", "model FLOPs per chip / C (the roofline's math)"),
+    ("uneven pipeline stages", "the busiest stage's ceil(L / S) layers over L / S"),
+    ("recomputation", "forward passes run again: r / 3 of the step's FLOPs (remat)"),
+    ("matmuls at the achieved rate",
+     "max((1 - a) t_math / {matmul:.0%}, weight bytes (3 + r) M / achieved HBM rate) - (1 - a) t_math: "
+     "a = attention's share of the FLOPs, M microbatches"),
+    ("partial last waves of GEMM tiles", "matmuls / {waves:.0%} - matmuls: the SMs tiles keep busy (wave_efficiency)"),
+    ("attention at flash-attention rates",
+     "a t_math ((1 + r) / {forward:.0%} + 2 / {backward:.0%}) / (3 + r) - a t_math, at the bf16 peak"),
+    ("attention scores through HBM",
+     "materialized attention only: score_bytes_per_token x tokens x layers / achieved HBM rate"),
+    ("matmul tile padding", "weight dims padded to the MXU or tensor-core tile (tile_padding)"),
+    ("elementwise ops, norms, RoPE (HBM)",
+     "(3 + r) x elementwise_bytes_per_token x tokens x layers / achieved HBM rate"),
+    ("kernel fixed cost", "kernels_per_layer x (3 + r) x layers x microbatches x efficiency.kernel_s"),
+    ("optimizer update (HBM)",
+     "each chip's parameters / ZeRO shards x training.optimizer_update_bytes_per_param / achieved HBM rate"),
+    ("tensor/expert-parallel collectives",
+     "bandwidth time of the collectives the next matmul waits on, at the links' achieved rate"),
+    ("collective latency",
+     "per call of those, collectives.call_latency_s (NCCL's ring model on GPUs, hops x 1 us on ICI)"),
+    ("compute slowed by overlapped collectives",
+     "{slowdown:.1%} of the overlapped collectives' time, at most the compute they overlap"),
+    ("communication beyond the compute it overlaps",
+     "per pass, overlappable collectives minus that pass's compute, when more"),
+    ("first gather and last reduction", "one call of each per-layer overlappable collective: nothing to hide it under"),
+    ("pipeline fill and drain sends", "(S - 1) sends each way before the first and after the last microbatch"),
+    ("pipeline bubble", "(S - 1) / (v M) x the stage's compute, elementwise, kernels, padding, blocking collectives"),
+)  # fmt: skip
+
+
+def _compute_s(cfg: TransformerConfig, chip: Chip, layout: Layout, work: StepWork) -> dict[str, float]:
+    """The step's compute at the chip's achieved rates (s): "matmuls" (weight matmuls, or their weight reads
+    if slower), "waves" (`wave_efficiency`), "attention" (flash-attention kernels at the bf16 peak's
+    achieved fraction) and "scores" (HBM traffic of materialized attention scores); see `expected_terms`."""
+    eff, hbm, r, a = chip.efficiency, chip.hbm_bytes_per_s * chip.efficiency.hbm, work.remat, work.attention_share
+    weight_bytes = cfg.param_count() / work.weight_copies * work.param_bytes * (3 + r) * work.microbatches
+    attention_at_peak = a * work.t_math * work.attention_peak_ratio
+    scores_s = 0.0
+    if checks.one_of("attention_kernel", work.attention_kernel, ATTENTION_KERNELS) == "materialized":
+        scores = score_bytes_per_token(cfg, tensor=layout.tensor, seq_len=work.seq_len, recomputed_passes=r)
+        scores_s = scores * work.tokens * work.layers / hbm
+    return {
+        "matmuls": max((1 - a) * work.t_math / eff.matmul_for(work.matmul_dtype), weight_bytes / hbm),
+        "waves": wave_efficiency(cfg, chip, tensor=layout.tensor, tokens=work.microbatch_tokens),
+        "attention": attention_at_peak * ((1 + r) / eff.attention_forward + 2 / eff.attention_backward) / (3 + r),
+        "scores": scores_s,
+    }
 
 
 def expected_terms(
@@ -151,57 +312,58 @@ def expected_terms(
 ) -> tuple[StepTerm, ...]:
     """The named parts of a step's expected time (`training.StepTime.expected_s`), in seconds.
 
-    The math at peak (the roofline's), then each thing the roofline leaves out, computed with no fitted
-    factor: the busiest pipeline stage's extra layers; recomputed forward passes; matmul tile padding
-    (`tile_padding`); elementwise bytes, (3 + r) `elementwise_bytes_per_token` x tokens x layers / HBM
-    bandwidth; the optimizer update, each chip's parameters x `training.optimizer_update_bytes_per_param` / HBM
-    bandwidth;
-    the bandwidth time and the fixed cost per call of the collectives the next matmul waits on (tensor and
-    expert parallelism); per pass, the overlappable collectives beyond that pass's math; one call of each
-    per-layer overlappable collective (the first gather, the last reduction); (S - 1) pipeline sends each
-    way; and the bubble, (S - 1) / (v M) of the stage's critical path.
-    Book: Part 5 ("What else is there?"); Part 1 (memory-bound elementwise work).
+    The math at peak (the roofline's), then each thing the roofline leaves out, with no factor fitted
+    to a run, in the order and with the formulas of `TERMS`: the rates are the chip's
+    `efficiency.Efficiency` (achieved matmul, flash-attention, HBM and link rates, the fixed cost of a
+    kernel, the slowdown of compute under overlapped collectives), the bytes and shapes this module
+    counts (`elementwise_bytes_per_token`, `score_bytes_per_token`, `wave_efficiency`, `tile_padding`,
+    `kernels_per_layer`), and the step's collectives at their links' achieved rate (`achieved`).
+    Book: Part 5 ("What else is there?"); Part 1 (memory-bound elementwise work); Part 12 (GPUs).
     """
-    lay, hbm = layout, chip.hbm_bytes_per_s
-    even_s = work.model_s
-    busiest_s = work.t_math * 3 / (3 + work.remat)
-    elementwise = elementwise_bytes_per_token(cfg, tensor=lay.tensor, activation_dtype=work.activation_dtype)
-    elementwise_s = (3 + work.remat) * elementwise * work.tokens * work.layers / hbm
-    padding_s = work.t_math * tile_padding(cfg, chip, tensor=lay.tensor)
-    update_s = cfg.param_count() / work.weight_copies * work.update_bytes / hbm
+    eff, hbm, r = chip.efficiency, chip.hbm_bytes_per_s * chip.efficiency.hbm, work.remat
+    comms = [achieved(c, chip) for c in comms]
+    busiest_s = work.t_math * 3 / (3 + r)
+    compute = _compute_s(cfg, chip, layout, work)
+    compute_s = compute["matmuls"] / compute["waves"] + compute["attention"] + compute["scores"]
+    elementwise = elementwise_bytes_per_token(cfg, tensor=layout.tensor, activation_dtype=work.activation_dtype)
+    elementwise_s = (3 + r) * elementwise * work.tokens * work.layers / hbm
+    kernels_s = kernels_per_layer(cfg) * (3 + r) * work.layers * work.microbatches * eff.kernel_s
+    padding_s = work.t_math * tile_padding(cfg, chip, tensor=layout.tensor)
+    update_s = cfg.param_count() / (work.weight_copies * work.update_shards) * work.update_bytes / hbm
     blocking = [c for c in comms if not c.overlaps]
     blocking_s = sum(c.calls * c.bandwidth_s for c in blocking)
     latency_s = sum(c.calls * c.latency_s for c in blocking)
     edges_s = sum(c.expected_s / c.calls for c in comms if c.overlaps and c.op != "permute" and c.calls > 1)
     sends = [c for c in comms if c.op == "permute"]
-    fill_s = sum((lay.pipeline - 1) * (c.bandwidth_s + c.latency_s) for c in sends)
-    excess_s = 0.0
-    for phase, share in (("forward", 1 / (3 + work.remat)), ("backward", (2 + work.remat) / (3 + work.remat))):
+    fill_s = sum((layout.pipeline - 1) * (c.bandwidth_s + c.latency_s) for c in sends)
+    excess_s = slowdown_s = 0.0
+    for phase, share in (("forward", 1 / (3 + r)), ("backward", (2 + r) / (3 + r))):
         hidden = sum(c.expected_s for c in comms if c.overlaps and c.phase == phase)
-        excess_s += max(0.0, hidden - work.t_math * share)
-    critical_s = work.t_math + elementwise_s + padding_s + blocking_s + latency_s
-    return (
-        StepTerm(name="matmul FLOPs at peak", seconds=even_s, how="model FLOPs per chip / C (the roofline's math)"),
-        StepTerm(name="uneven pipeline stages", seconds=busiest_s - even_s,
-                 how="the busiest stage's ceil(L / S) layers over L / S"),
-        StepTerm(name="recomputation", seconds=work.t_math - busiest_s,
-                 how="forward passes run again: r / 3 of the step's FLOPs (remat)"),
-        StepTerm(name="matmul tile padding", seconds=padding_s,
-                 how="weight dims padded to the MXU or tensor-core tile (overheads.tile_padding)"),
-        StepTerm(name="elementwise ops, norms, RoPE (HBM)", seconds=elementwise_s,
-                 how="(3 + r) x overheads.elementwise_bytes_per_token x tokens x layers / HBM bandwidth"),
-        StepTerm(name="optimizer update (HBM)", seconds=update_s,
-                 how="each chip's parameters x training.optimizer_update_bytes_per_param / HBM bandwidth"),
-        StepTerm(name="tensor/expert-parallel collectives", seconds=blocking_s,
-                 how="bandwidth time of the collectives the next matmul waits on"),
-        StepTerm(name="collective latency", seconds=latency_s,
-                 how="per call of those, collectives.call_latency_s (NCCL's ring model on GPUs, hops x 1 us on ICI)"),
-        StepTerm(name="communication beyond the compute it overlaps", seconds=excess_s,
-                 how="per pass, overlappable collectives minus that pass's math, when more"),
-        StepTerm(name="first gather and last reduction", seconds=edges_s,
-                 how="one call of each per-layer overlappable collective: nothing to hide it under"),
-        StepTerm(name="pipeline fill and drain sends", seconds=fill_s,
-                 how="(S - 1) sends each way before the first and after the last microbatch"),
-        StepTerm(name="pipeline bubble", seconds=work.bubble * critical_s,
-                 how="(S - 1) / (v M) x the stage's math, elementwise, padding and blocking collectives"),
-    )  # fmt: skip
+        excess_s += max(0.0, hidden - compute_s * share)
+        slowdown_s += eff.overlap_slowdown * min(hidden, compute_s * share)
+    critical_s = compute_s + elementwise_s + kernels_s + padding_s + blocking_s + latency_s + slowdown_s
+    a, matmul_s, waves, attention_s = work.attention_share, compute["matmuls"], compute["waves"], compute["attention"]
+    seconds = (
+        work.model_s,
+        busiest_s - work.model_s,
+        work.t_math - busiest_s,
+        matmul_s - (1 - a) * work.t_math,
+        matmul_s / waves - matmul_s,
+        attention_s - a * work.t_math,
+        compute["scores"],
+        padding_s,
+        elementwise_s,
+        kernels_s,
+        update_s,
+        blocking_s,
+        latency_s,
+        slowdown_s,
+        excess_s,
+        edges_s,
+        fill_s,
+        work.bubble * critical_s,
+    )
+    rates = {"matmul": eff.matmul_for(work.matmul_dtype), "waves": waves, "forward": eff.attention_forward,
+             "backward": eff.attention_backward, "slowdown": eff.overlap_slowdown}  # fmt: skip
+    terms = zip(TERMS, seconds, strict=True)
+    return tuple(StepTerm(name=name, seconds=t, how=how.format(**rates)) for (name, how), t in terms)

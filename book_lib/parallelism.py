@@ -60,6 +60,11 @@ class Layout:
         context: shards of each sequence.
         expert: groups of chips holding different experts of a mixture-of-experts layer.
         microbatches: pieces a step's batch is cut into (pipeline fill, or accumulation).
+        zero: what the data-parallel replicas shard among themselves besides the batch (ZeRO's stages,
+            Megatron's distributed optimizer): 0 nothing, 1 the optimizer state, 2 the gradients too.
+            Their gradient AllReduce becomes a ReduceScatter of the gradients and an AllGather of the
+            updated weights (the same bytes on a ring), and each replica updates only its shard.
+            ZeRO-3 is `fsdp`.
     """
 
     data: int = 1
@@ -69,10 +74,17 @@ class Layout:
     context: int = 1
     expert: int = 1
     microbatches: int = 1
+    zero: int = 0
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            checks.count(f"layout.{f.name}", getattr(self, f.name))
+            if f.name != "zero":
+                checks.count(f"layout.{f.name}", getattr(self, f.name))
+        if self.zero not in (0, 1, 2) or isinstance(self.zero, bool):
+            raise ValueError(
+                f"layout.zero={self.zero!r}: not a ZeRO stage of the data degree; allowed: 0, 1, 2 "
+                "(ZeRO-3 is layout.fsdp)"
+            )
 
     @property
     def n_chips(self) -> int:
@@ -84,6 +96,8 @@ class Layout:
         """The strategy it amounts to: "DP", "FSDP", "FSDP+TP", "FSDP+TP+PP", ... ("one chip")."""
         order = ("data", "fsdp", "tensor", "pipeline", "context", "expert")
         parts = [_LABELS[name] for name in order if getattr(self, name) > 1]
+        if self.zero and self.data > 1:
+            parts[0] = f"DP (ZeRO-{self.zero})"
         return "+".join(parts) or "one chip"
 
     @property

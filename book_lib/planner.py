@@ -200,12 +200,16 @@ _ACCUMULATION = (2, 4, 8, 16, 32, 64, 128)  # microbatches tried when a layout's
 def _accumulated(
     cfg: TransformerConfig, chip: Chip, layout: Layout, batch: int, seq_len: int, checkpoints: float
 ) -> tuple[StepTime, MemoryPerChip] | None:
-    """The layout's step and memory; when it does not fit, the cheapest change that makes it: gradient
+    """The layout's step and memory; when it does not fit, the cheapest change that makes it: sharding the
+    optimizer state, then the gradients too, over the data-parallel replicas (`Layout.zero` 1, 2), gradient
     accumulation over the fewest microbatches (`_ACCUMULATION`, without a pipeline), then recomputing the
     forward pass (`training.REMAT_FORWARD_PASSES["full"]`) with them. None when the batch does not split over it."""
     first = None
+    zeros = (0, 1, 2) if layout.data > 1 else (0,)
     for remat in ("checkpoints", "full"):
-        tries = [layout] + ([replace(layout, microbatches=m) for m in _ACCUMULATION] if layout.pipeline == 1 else [])
+        tries = [replace(layout, zero=z) for z in zeros]
+        if layout.pipeline == 1:
+            tries += [replace(layout, microbatches=m, zero=z) for m in _ACCUMULATION for z in zeros]
         for candidate in tries:
             try:
                 step = step_time(cfg, chip, candidate, batch_tokens=batch, seq_len=seq_len, remat=remat)
@@ -289,7 +293,7 @@ def plan_training(
             continue
         found = _accumulated(cfg, hw, layout, b, seq_len, checkpoints_per_layer)
         if found is not None:
-            tried.append((layout.label, *found))
+            tried.append((found[0].layout.label, *found))
     if not tried:
         raise ValueError(f"batch_tokens={b!r}: splits over none of the layouts tried; allowed: a multiple of {n_chips}")
     return _rank(cfg, hw, n_chips, b, seq_len, pods, shape, tried)

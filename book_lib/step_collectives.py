@@ -121,7 +121,8 @@ def _cost(
 
 def _weight_collectives(pl: Placement, layer_bytes: float, layers: int) -> list[CollectiveCost]:
     """FSDP gathers and scatters per layer over the fsdp axes; the DP gradient AllReduce of each layer's
-    fsdp shard over the data axes inside a pod."""
+    fsdp shard over the data axes inside a pod, or under `Layout.zero` its ReduceScatter and the AllGather
+    of the updated weights."""
     lay, out = pl.layout, []
     v = layer_bytes / lay.tensor  # one layer's weights on a chip's tensor shard, experts already cut by expert
     if pl.axes["fsdp"] or pl.dcn["fsdp"] > 1:
@@ -130,7 +131,12 @@ def _weight_collectives(pl: Placement, layer_bytes: float, layers: int) -> list[
             _cost(pl, "FSDP weight all-gather", "all_gather", "backward", "fsdp", v, layers),
             _cost(pl, "FSDP gradient reduce-scatter", "reduce_scatter", "backward", "fsdp", v, layers),
         ]
-    if pl.axes["data"]:
+    if pl.axes["data"] and lay.zero:
+        out += [
+            _cost(pl, "ZeRO gradient reduce-scatter", "reduce_scatter", "backward", "data", v / lay.fsdp, layers),
+            _cost(pl, "ZeRO weight all-gather", "all_gather", "forward", "data", v / lay.fsdp, layers),
+        ]
+    elif pl.axes["data"]:
         out.append(_cost(pl, "DP gradient all-reduce", "all_reduce", "backward", "data", v / lay.fsdp, layers))
     return out
 
@@ -182,7 +188,14 @@ def _stage_and_pod_collectives(
             )
     if pl.dcn["data"] > 1:
         in_pod = lay.n_chips // (pl.dcn["data"] * lay.pipeline)  # each chip's gradient shard after the in-pod reduction
-        out.append(_cost(pl, "DCN gradient all-reduce", "all_reduce", "backward", "pod", stage_bytes / in_pod, 1))
+        shard = stage_bytes / in_pod
+        if lay.zero:
+            out += [
+                _cost(pl, "DCN ZeRO gradient reduce-scatter", "reduce_scatter", "backward", "pod", shard, 1),
+                _cost(pl, "DCN ZeRO weight all-gather", "all_gather", "forward", "pod", shard, 1),
+            ]
+        else:
+            out.append(_cost(pl, "DCN gradient all-reduce", "all_reduce", "backward", "pod", shard, 1))
     return out
 
 

@@ -14,10 +14,12 @@ Book: Part 5 (How to Parallelize a Transformer for Training); Part 6 (Training L
 from __future__ import annotations
 
 import math
+import pathlib
 from dataclasses import dataclass
 
 from book_lib import bounds, checks, overheads
-from book_lib.hardware import Chip, get_chip, price_usd_per_chip_hour
+from book_lib.efficiency import Calibration
+from book_lib.hardware import Chip, get_chip, price_usd_per_chip_hour, with_calibration
 from book_lib.models import get_model
 from book_lib.parallelism import Layout, Placement, StepDtypes, place
 from book_lib.step_collectives import CollectiveCost, stage_layers, step_collectives
@@ -313,6 +315,8 @@ def step_time(
     optimizer_dtype: str = "fp32",
     master_dtype: str | None = None,
     matmul_dtype: str = "bf16",
+    attention_kernel: str = "flash",
+    calibration: Calibration | str | pathlib.Path | None = None,
 ) -> StepTime:
     """One training step of `model` on `layout`: its roofline, every collective, and its expected time (s).
 
@@ -324,13 +328,15 @@ def step_time(
     AllGather of b's keys and values, both passes, their ReduceScatter backward; EP per MoE layer and
     microbatch two AllToAlls of the k copies of b tokens, both passes; pipeline sends of [b, D / tensor],
     v times with v `virtual_stages`; bubble (S - 1) / (v M); across pods one DCN AllReduce.
-    `StepTime.roofline_s` is the book's bound, `expected_s` adds each `overheads.StepTerm` it leaves out. Book: Part 5.
+    `StepTime.roofline_s` is the book's bound; `expected_s` adds each `overheads.StepTerm` at the rates of
+    `Chip.efficiency`, or of `calibration` (a `calibrate` profile or its path); `attention_kernel` (one of
+    `overheads.ATTENTION_KERNELS`) says whether the attention scores stay on chip. Book: Part 5.
 
     Raises:
         ValueError: unknown model, chip or dtype; a layout the hardware cannot hold (`parallelism.place`);
             a batch of partial sequences or under one token per shard; a degree that does not divide what it cuts.
     """
-    cfg, pl = get_model(model), place(chip, layout)
+    cfg, pl = get_model(model), place(with_calibration(chip, calibration), layout)
     _check_step(cfg, layout, batch_tokens, seq_len)
     dtypes = StepDtypes(param_dtype=param_dtype, activation_dtype=activation_dtype, matmul_dtype=matmul_dtype,
                         optimizer_dtype=optimizer_dtype, master_dtype=master_dtype)  # fmt: skip
@@ -338,23 +344,16 @@ def step_time(
     v, flops = _virtual_stages(layers, virtual_stages), _step_flops(cfg, layout, batch_tokens, seq_len, remat)
     t_math, comms = flops / peak, step_collectives(cfg, pl, batch_tokens, v, dtypes)
     work = _work(cfg, layout, batch_tokens=batch_tokens, seq_len=seq_len, t_math=t_math, peak=peak, v=v,
-                 remat=remat, optimizer=optimizer, dtypes=dtypes)  # fmt: skip
+                 remat=remat, optimizer=optimizer, dtypes=dtypes, attention_kernel=attention_kernel,
+                 peak_ratio=peak / pl.chip.bf16_flops_per_s)  # fmt: skip
     return StepTime(
-        placement=pl,
-        n_chips=layout.n_chips,
-        batch_tokens=int(batch_tokens),
-        seq_len=int(seq_len),
+        placement=pl, n_chips=layout.n_chips, batch_tokens=int(batch_tokens), seq_len=int(seq_len),
         tokens_per_chip=batch_tokens / layout.batch_shards,
         context_parallel=max(float(layout.context), layout.batch_shards * seq_len / batch_tokens),
-        flops_per_chip=flops,
-        remat=remat,
-        t_math=t_math,
-        t_bubble=t_math * work.bubble,
-        collectives=comms,
-        model_flops_per_chip=work.model_s * peak,
-        peak_flops_per_s=peak,
+        flops_per_chip=flops, remat=remat, t_math=t_math, t_bubble=t_math * work.bubble, collectives=comms,
+        model_flops_per_chip=work.model_s * peak, peak_flops_per_s=peak,
         terms=overheads.expected_terms(cfg, pl.chip, layout, work, comms),
-    )
+    )  # fmt: skip
 
 
 def _work(
@@ -369,9 +368,12 @@ def _work(
     remat: str,
     optimizer: str,
     dtypes: StepDtypes,
+    attention_kernel: str,
+    peak_ratio: float,
 ) -> overheads.StepWork:
     """The step's `overheads.StepWork`: model FLOPs, bubble, recomputation, tokens and the optimizer update's bytes."""
     model_flops = cfg.flops_per_token(seq_len, training=True, causal=True) * batch_tokens / layout.n_chips
+    forward = cfg.flops_breakdown(seq_len, training=False, causal=True)
     return overheads.StepWork(
         model_s=model_flops / peak,
         t_math=t_math,
@@ -389,6 +391,15 @@ def _work(
         ),
         activation_dtype=dtypes.activation_dtype,
         weight_copies=_weight_shards(cfg, layout),
+        update_shards=layout.data if layout.zero else 1,
+        attention_share=forward.attention_flops / forward.total_flops,
+        microbatches=layout.microbatches,
+        param_bytes=checks.dtype_bytes(dtypes.param_dtype, "param_dtype"),
+        microbatch_tokens=batch_tokens / layout.batch_shards / layout.microbatches * layout.context,
+        attention_peak_ratio=peak_ratio,
+        attention_kernel=checks.one_of("attention_kernel", attention_kernel, overheads.ATTENTION_KERNELS),
+        seq_len=int(seq_len),
+        matmul_dtype=dtypes.matmul_dtype,
     )
 
 
@@ -442,7 +453,8 @@ def memory_per_chip(
     master_dtype when there is one (mixed precision keeps "fp32"; None by default, as the text counts),
     and batch_tokens L c D activation values, c = checkpoints_per_layer (`remat="full"` keeps 1,
     "none" the text's 20). Then divided: weights, gradients and optimizer state by
-    `Layout.weight_shards` (fsdp tensor pipeline expert); activations by every chip, and kept for only
+    `Layout.weight_shards` (fsdp tensor pipeline expert), the optimizer state also by `data` under
+    `Layout.zero` >= 1 and the gradients under 2; activations by every chip, and kept for only
     min(M, stages) of the M microbatches at once (gradient accumulation without a pipeline keeps one;
     a one-forward-one-backward pipeline at most one per stage). LLaMA 3-70B, 4M tokens, c = 4:
     140 GB + 560 GB + 20.9 TB in all (the text counts no gradients).
@@ -468,8 +480,8 @@ def memory_per_chip(
     shards = _weight_shards(cfg, layout)
     return MemoryPerChip(
         params_bytes=total.params_bytes / shards,
-        grads_bytes=total.grads_bytes / shards,
-        optimizer_bytes=total.optimizer_bytes / shards,
+        grads_bytes=total.grads_bytes / shards / (layout.data if layout.zero >= 2 else 1),
+        optimizer_bytes=total.optimizer_bytes / shards / (layout.data if layout.zero >= 1 else 1),
         activations_bytes=total.activations_bytes / layout.n_chips * _in_flight(layout),
         hbm_bytes=pl.chip.hbm_bytes,
     )

@@ -6,6 +6,7 @@ import re
 import pytest
 
 from book_lib import calculators, collectives, inference, planner, roofline
+from book_lib.efficiency import Calibration
 from book_lib.hardware import get_chip
 from book_lib.numfmt import fmt
 
@@ -38,7 +39,11 @@ def test_the_training_calculator_shows_the_planners_best_scheme():
     plan = planner.plan_training("llama-3-70b", "tpu-v5p", 8960, batch_tokens=4 * 2**20, seq_len=4096)
     rows = dict(calculators.training_calculator().rows())
     assert rows["best scheme"] == plan.best.scheme
-    assert rows["step time"] == fmt(plan.best.step.t_lower, "s")
+    # the expected time leads, the roofline is labelled as the bound, and no MFU is quoted for the bound
+    assert list(rows)[2:5] == ["expected step", "expected MFU", "bound (roofline)"]
+    assert rows["expected step"] == fmt(plan.best.step.expected_s, "s")
+    assert rows["bound (roofline)"] == fmt(plan.best.step.roofline_s, "s")
+    assert rows["expected MFU"] == f"{plan.best.step.mfu_expected:.0%}" != "100%"
 
 
 def test_the_serving_calculator_reads_decode_step_time_and_says_when_the_batch_does_not_fit():
@@ -46,8 +51,29 @@ def test_the_serving_calculator_reads_decode_step_time_and_says_when_the_batch_d
         "llama-3-70b", "tpu-v5e", 8, batch=256, context_len=8192, param_dtype="int8", kv_dtype="int8"
     )
     rows = dict(calculators.serving_calculator().rows(batch=256))
-    assert rows["step time"] == fmt(s.t_lower, "s")
+    assert list(rows)[:2] == ["expected step", "tokens/s"]
+    assert rows["expected step"] == fmt(s.expected_s, "s") and rows["bound (roofline)"] == fmt(s.t_lower, "s")
+    assert rows["tokens/s"] == fmt(round(256 / s.expected_s))
     assert not s.fits and rows["fits"] == "NO"
+
+
+def test_a_calibration_profile_moves_the_calculators_expected_times_and_never_the_bound(tmp_path):
+    slow = Calibration(chip="h100", device_kind="test", date="2026-11-27", jax_version="0",
+                       figures=(("matmul", 0.1), ("hbm", 0.1)))  # fmt: skip
+    path = tmp_path / "h100.json"
+    path.write_text(slow.to_json())
+    cited = dict(calculators.serving_calculator(chip="h100").rows())
+    measured = dict(calculators.serving_calculator(chip="h100", calibration=path).rows())
+    assert measured["bound (roofline)"] == cited["bound (roofline)"]
+    assert _seconds(measured["expected step"]) > 5 * _seconds(cited["expected step"])
+    # a profile of another chip is refused, with what would fit
+    refused = calculators.serving_calculator(chip="tpu-v5e", calibration=path).rows()
+    assert refused[0][0] == "not possible" and "allowed: a profile of tpu-v5e" in refused[0][1]
+
+
+def _seconds(text: str) -> float:
+    value, unit = text.split()
+    return float(value) * {"s": 1, "ms": 1e-3, "µs": 1e-6}[unit]
 
 
 def test_a_setting_the_model_refuses_shows_its_message_instead_of_a_table():

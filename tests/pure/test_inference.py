@@ -354,3 +354,30 @@ def test_serve_answers_for_a_request_mix_and_refuses_half_of_one(capsys):
     assert capsys.readouterr().err.startswith("error: --output=None: a request mix needs both")
     assert main([*argv, "--prompt", "4096", "--output", "1"]) == 2
     assert "allowed: a --context of at least 4097" in capsys.readouterr().err
+
+
+def test_prefill_has_an_expected_time_no_faster_than_its_bound_and_at_the_achieved_rates():
+    step = inference.prefill_step("llama-3-70b", "h100", 8, prompt_len=8192)
+    assert step.expected_s > step.roofline_s > 0
+    terms = {t.name: t.seconds for t in step.terms}
+    # the weight matmuls at MAMF's 80.3 % of the H100's peak, attention at FlashAttention-3's 60.9 %
+    assert terms["matmul FLOPs at peak"] + terms["matmuls at the achieved rate"] == pytest.approx(
+        step.t_matmul * 989 / 794.5
+    )
+    assert terms["attention at the flash-attention rate"] == pytest.approx(step.t_attention * 989 / 602)
+    # a TPU runs at its peak until measured, and fuses its kernels
+    tpu = inference.prefill_step("llama-3-70b", "tpu-v5e", 8, prompt_len=8192)
+    assert {t.name: t.seconds for t in tpu.terms}["kernel fixed cost"] == 0
+    with pytest.raises(ValueError, match=r"^prompt_len=200000: more tokens than llama-3-70b's"):
+        inference.prefill_step("llama-3-70b", "h100", 8, prompt_len=200_000)
+
+
+def test_a_decode_step_pays_a_fixed_cost_per_kernel_that_more_gpus_do_not_shrink():
+    one, eight = (inference.decode_step_time("llama-2-7b", "a100", n, batch=1, context_len=5) for n in (1, 8))
+    assert one.t_kernels == eight.t_kernels == pytest.approx(32 * 11 * 70e-6 / 80)
+    assert eight.t_kernels / eight.expected_s > 3 * one.t_kernels / one.expected_s
+    # gpt-fast's int4 "G=32": a bf16 scale and zero point per 32 weights, 0.625 bytes a weight in all
+    plain = inference.decode_step_time("llama-2-7b", "a100", 1, batch=1, context_len=5, param_dtype="int4")
+    grouped = inference.decode_step_time("llama-2-7b", "a100", 1, batch=1, context_len=5, param_dtype="int4",
+                                         weight_group_size=32)  # fmt: skip
+    assert grouped.t_weights == pytest.approx(plain.t_weights * 0.625 / 0.5)

@@ -49,3 +49,44 @@ def test_call_latency_follows_nccl_on_gpus_and_hops_on_tpu_ici():
     assert collectives.call_latency_s("all_gather", 16, "tpu-v5e", hops=8) == pytest.approx(8e-6)
     with pytest.raises(ValueError, match=r"^hops=None: a TPU ICI call's latency needs its hops"):
         collectives.call_latency_s("all_gather", 16, "tpu-v5e")
+
+
+def test_the_last_wave_of_gemm_tiles_costs_gpus_and_not_tpus():
+    cfg = get_model("llama-3-8b")
+    # on a TPU the MXU takes one matmul at a time: no waves
+    assert overheads.wave_efficiency(cfg, hardware.get_chip("tpu-v5p"), tensor=1, tokens=4096) == 1
+    # 132 SMs: a [4096, 4096] x [4096, 4096] GEMM is 16 x 32 = 512 tiles of 256 x 128, 3.9 waves in 4
+    h100 = hardware.get_chip("h100")
+    square = TransformerConfig(n_layers=1, d_model=4096, d_ff=4096, n_heads=32, n_kv_heads=32, head_dim=128,
+                               vocab_size=4096, gated_mlp=False)  # fmt: skip
+    assert overheads.wave_efficiency(square, h100, tensor=1, tokens=4096) == pytest.approx(512 / 132 / 4)
+    assert overheads.wave_efficiency(cfg, h100, tensor=8, tokens=1024) < overheads.wave_efficiency(
+        cfg, h100, tensor=1, tokens=1024
+    )
+
+
+def test_materialized_attention_pays_its_scores_through_hbm_and_a_flash_kernel_does_not():
+    cfg = get_model("llama-3-8b")
+    # 32 heads x 8192 keys x 2 bytes x (5 forward + 10 backward accesses)
+    assert overheads.score_bytes_per_token(cfg, tensor=1, seq_len=8192) == 32 * 8192 * 2 * 15
+    assert overheads.score_bytes_per_token(cfg, tensor=8, seq_len=8192, recomputed_passes=1) == 4 * 8192 * 2 * 20
+    from book_lib import training
+    from book_lib.parallelism import Layout
+
+    kw = {"batch_tokens": 2**20, "seq_len": 8192}
+    flash = training.step_time(cfg, "a100", Layout(data=128), **kw)
+    stored = training.step_time(cfg, "a100", Layout(data=128), attention_kernel="materialized", **kw)
+    scores = next(t for t in stored.terms if t.name == "attention scores through HBM").seconds
+    assert scores > 0 and stored.expected_s == pytest.approx(flash.expected_s + scores, rel=0.01)
+    with pytest.raises(ValueError, match=r"^attention_kernel='paged': unknown"):
+        training.step_time(cfg, "a100", Layout(data=128), attention_kernel="paged", **kw)
+
+
+def test_collectives_run_at_the_rate_a_ring_reaches_on_the_links():
+    from book_lib import step_collectives
+
+    cost = step_collectives.CollectiveCost(name="x", op="all_gather", phase="forward", axes=("tensor",), link="ici",
+                                           array_bytes=1e9, calls=1, seconds_per_call=1.0, bandwidth_s=1.0,
+                                           latency_s=0.0, overlaps=False)  # fmt: skip
+    assert overheads.achieved(cost, hardware.get_chip("a100")).bandwidth_s == pytest.approx(300 / 234.89)
+    assert overheads.achieved(cost, hardware.get_chip("tpu-v5p")).bandwidth_s == 1.0

@@ -245,3 +245,14 @@ def test_gradient_accumulation_makes_a_layout_fit():
         "llama-3-8b", "v5e", replace(best.step.layout, microbatches=1), batch_tokens=BATCH_4M
     )
     assert not whole.fits and whole.activations_bytes == best.memory.activations_bytes * best.step.layout.microbatches
+
+
+def test_the_planner_tries_zero_when_data_parallel_replicas_do_not_fit():
+    plan = planner.plan_training("llama-3-70b", "h100", 1024, batch_tokens=4 * 2**20, seq_len=8192)
+    zeros = [e for e in plan.entries if e.layout.zero]
+    assert zeros and all(e.fits for e in zeros) and all("ZeRO" in e.scheme for e in zeros)
+    # each was taken because the same layout without it does not fit
+    for entry in zeros[:3]:
+        bare = replace(entry.layout, zero=0)
+        memory = training.memory_per_chip("llama-3-70b", "h100", bare, batch_tokens=4 * 2**20, remat=entry.step.remat)
+        assert not memory.fits

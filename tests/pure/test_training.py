@@ -427,3 +427,46 @@ def test_optimizer_state_and_its_update_traffic():
     assert training.optimizer_update_bytes_per_param(optimizer="sgd", param_dtype="fp32") == 12
     with pytest.raises(ValueError, match=r"^optimizer='lion': unknown; allowed: adam, momentum, sgd"):
         training.optimizer_state_bytes_per_param(optimizer="lion")
+
+
+# ----- ZeRO-1 and ZeRO-2 over the data degree -----------------------------------------------------------
+
+
+def test_zero_shards_the_optimizer_then_the_gradients_over_the_data_replicas_and_makes_nemotron_340b_fit():
+    # NeMo's Nemotron-4 340B: TP8 PP8 on 128 H100, mixed-precision Adam (fp32 master and moments), no ZeRO
+    # needs 92.5 GB of an 80 GB H100; Megatron's distributed optimizer (ZeRO-1) is how it ran
+    from book_lib.published import _NEMOTRON_340B
+
+    layouts = [Layout(data=2, tensor=8, pipeline=8, microbatches=16, zero=z) for z in (0, 1, 2)]
+    memory = [training.memory_per_chip(_NEMOTRON_340B, "h100", lay, batch_tokens=32 * 4096, master_dtype="fp32")
+              for lay in layouts]  # fmt: skip
+    assert [m.fits for m in memory] == [False, True, True]
+    assert memory[1].optimizer_bytes == pytest.approx(memory[0].optimizer_bytes / 2)
+    assert memory[1].grads_bytes == memory[0].grads_bytes and memory[2].grads_bytes == pytest.approx(
+        memory[0].grads_bytes / 2
+    )
+    assert memory[2].params_bytes == memory[0].params_bytes
+    assert layouts[1].label == "DP (ZeRO-1)+TP+PP"
+
+
+def test_zero_trades_the_gradient_all_reduce_for_a_reduce_scatter_and_an_all_gather_of_the_same_bytes():
+    kw = {"batch_tokens": 2**20, "seq_len": 4096}
+    for chip, layout, prefix in (
+        ("tpu-v5p", Layout(data=16, tensor=4), ""),
+        ("h100", Layout(data=64, tensor=8), "DCN "),
+    ):
+        plain = training.step_time("llama-3-8b", chip, layout, **kw)
+        sharded = training.step_time("llama-3-8b", chip, dataclasses.replace(layout, zero=1), **kw)
+        before, after = ({c.name: c for c in s.collectives} for s in (plain, sharded))
+        reduce = before[f"{prefix}gradient all-reduce" if prefix else "DP gradient all-reduce"]
+        assert reduce.name not in after
+        scatter, gather = after[f"{prefix}ZeRO gradient reduce-scatter"], after[f"{prefix}ZeRO weight all-gather"]
+        assert scatter.total_s + gather.total_s == pytest.approx(reduce.total_s, rel=0.05)
+        update = [next(t for t in s.terms if t.name == "optimizer update (HBM)").seconds for s in (plain, sharded)]
+        assert update[1] == pytest.approx(update[0] / layout.data)
+
+
+def test_a_zero_stage_the_data_degree_does_not_have_is_refused():
+    with pytest.raises(ValueError, match=r"^layout.zero=3: not a ZeRO stage of the data degree; allowed: 0, 1, 2 "
+                                         r"\(ZeRO-3 is layout.fsdp\)"):  # fmt: skip
+        Layout(data=8, zero=3)

@@ -1,0 +1,87 @@
+"""book_lib.efficiency: the measured rates beside each chip, their sources, and a reader's own profile."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from book_lib import efficiency, inference, training
+from book_lib.efficiency import Calibration, Efficiency
+from book_lib.hardware import CHIPS, get_chip, with_calibration
+from book_lib.parallelism import Layout
+
+SLOW = Calibration(
+    chip="h100", device_kind="NVIDIA H100 80GB HBM3", date="2026-11-27", jax_version="0.10.2",
+    figures=(("matmul", 0.4), ("hbm", 0.5), ("attention_forward", 0.3), ("attention_backward", 0.2)),
+    rates=(("matmul_bf16_flops_per_s", 3.96e14),),
+)  # fmt: skip
+
+
+def test_every_gpu_cites_a_measurement_for_each_figure_and_no_figure_claims_the_peak_without_saying_so():
+    for name, chip in CHIPS.items():
+        eff = chip.efficiency
+        assert {n for n, _ in eff.sources} == set(efficiency.FIELDS)
+        if chip.is_tpu:
+            assert eff.matmul == 1 and eff.source("matmul").startswith("no published measurement"), name
+            continue
+        assert 0.7 < eff.matmul < 0.9 and eff.kernel_s > 0 and eff.overlap_slowdown > 0, name
+        for figure in ("matmul", "attention_forward", "attention_backward", "kernel_s", "overlap_slowdown", "ici"):
+            assert eff.source(figure).startswith("https://"), (name, figure)
+    # the H100's bf16 GEMMs reach MAMF's 794.5 of 989 TFLOP/s, its fp8 GEMMs 1402.6 of 1979
+    h100 = get_chip("h100").efficiency
+    assert h100.matmul_for("bf16") == pytest.approx(794.5 / 989) and h100.matmul_for("fp8") == pytest.approx(
+        1402.6 / 1979
+    )
+
+
+def test_an_efficiency_outside_its_range_or_without_a_source_is_refused():
+    with pytest.raises(ValueError, match=r"^matmul=1.2: not a fraction of the datasheet; allowed: 0 < matmul <= 1"):
+        Efficiency(matmul=1.2)
+    with pytest.raises(ValueError, match=r"^kernel_s=-1e-06: "):
+        Efficiency(kernel_s=-1e-6)
+    with pytest.raises(ValueError, match=r"no source for \['dcn'\]"):
+        Efficiency(sources=tuple((n, "x") for n in efficiency.FIELDS if n != "dcn"))
+
+
+def test_a_profile_round_trips_through_its_file_and_says_which_figures_it_measured(tmp_path):
+    path = tmp_path / "h100.json"
+    path.write_text(SLOW.to_json())
+    assert efficiency.load_calibration(path) == SLOW
+    chip = with_calibration("h100", path)
+    assert chip.efficiency.measured == ("matmul", "attention_forward", "attention_backward", "hbm")
+    assert chip.efficiency.matmul == 0.4 and chip.efficiency.source("matmul").startswith(
+        "measured by `calibrate` on NVIDIA"
+    )
+    assert chip.efficiency.kernel_s == get_chip("h100").efficiency.kernel_s  # not measured: still cited
+    assert chip.bf16_flops_per_s == get_chip("h100").bf16_flops_per_s  # the datasheet, and so the bound, stay
+
+
+def test_a_bad_profile_is_refused_with_what_is_allowed(tmp_path):
+    with pytest.raises(ValueError, match=r"^calibration='nowhere.json': no such file; allowed: a profile"):
+        efficiency.load_calibration("nowhere.json")
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    with pytest.raises(ValueError, match=r"not JSON"):
+        efficiency.load_calibration(broken)
+    partial = tmp_path / "partial.json"
+    partial.write_text(json.dumps({"chip": "h100"}))
+    with pytest.raises(ValueError, match=r"missing \['device_kind', 'date', 'jax_version', 'figures'\]"):
+        efficiency.load_calibration(partial)
+    with pytest.raises(
+        ValueError, match=r"^calibration='h100': a profile measured against h100's datasheet, not a100's"
+    ):
+        with_calibration("a100", SLOW)
+
+
+def test_a_slower_profile_makes_every_expected_time_slower_and_leaves_every_bound_alone():
+    layout = Layout(data=16, tensor=8, pipeline=8, microbatches=32)
+    kw = {"batch_tokens": 4 * 2**20, "seq_len": 8192}
+    cited = training.step_time("llama-3-70b", "h100", layout, **kw)
+    measured = training.step_time("llama-3-70b", "h100", layout, calibration=SLOW, **kw)
+    assert measured.roofline_s == cited.roofline_s and measured.expected_s > 1.5 * cited.expected_s
+    decode = [inference.decode_step_time("llama-3-70b", "h100", 8, batch=64, context_len=4096, calibration=c)
+              for c in (None, SLOW)]  # fmt: skip
+    assert decode[1].roofline_s == decode[0].roofline_s and decode[1].expected_s > 1.5 * decode[0].expected_s
+    prefill = [inference.prefill_step("llama-3-70b", "h100", 8, prompt_len=4096, calibration=c) for c in (None, SLOW)]
+    assert prefill[1].roofline_s == prefill[0].roofline_s and prefill[1].expected_s > 1.5 * prefill[0].expected_s
