@@ -9,7 +9,7 @@ an image that did not load, leaves math untypeset (or typeset with an error), or
 either width; and at 1280 px, when any element of the text column (a code block, an output, a table,
 an equation, a figure) is wider than the column or scrolls inside its own box, unless `WIDE_ALLOWED`
 names it with a reason (a margin note sits outside the column by design, but nothing in one may run
-past the window). Read from
+past the window), or when it shows more than one search field. Read from
 the HTML files: every internal link and anchor resolves, each notebook page's Colab links open that
 notebook, and no exercise page carries solution or hidden-test text. Prints the problems and exits 1
 when there are any; `--screenshots` keeps three pages as PNG files.
@@ -102,6 +102,11 @@ async () => {
     brokenImages: images.filter(i => !i.complete || i.naturalWidth === 0).map(i => i.getAttribute("src")),
     wide: wideElements(),
     margins: marginOverflow(),
+    // The theme's search fields (the search page's own query box is the page, not a field).
+    searchFields: [...document.querySelectorAll(".search-button-field")].filter(el => {
+      const box = el.getBoundingClientRect();
+      return box.width > 0 && box.height > 0 && getComputedStyle(el).visibility !== "hidden";
+    }).length,
   };
 }
 """
@@ -267,6 +272,8 @@ def browser_problems(root: Path, names: list[Path], screenshots: Path | None) ->
             for tag, wide, shown, text in report["wide"]:
                 if not any(name.as_posix() == page and text.startswith(start) for page, start in WIDE_ALLOWED):
                     yield f"{name}: a {tag} {wide} px wide in a {shown} px column at 1280 px: {text!r}"
+            if report["searchFields"] > 1:
+                yield f"{name}: {report['searchFields']} search fields at 1280 px, where one is enough"
             for past, text in report["margins"]:
                 yield f"{name}: a margin note runs {past} px past the window at 1280 px: {text!r}"
             if screenshots is not None and name.as_posix() in SCREENSHOTS:

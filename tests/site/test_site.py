@@ -18,6 +18,7 @@ GOOD = """<html><head><title>good</title></head><body>
 
 BAD = """<html><head><title>bad</title><script>console.error("boom")</script></head><body>
 <h1 id="here">A bad page</h1>
+<button class="search-button-field">Search</button><button class="search-button-field">Search</button>
 <img src="https://cdn.example.com/logo.png" alt="off the site"><img src="missing.png" alt="no file">
 <a href="nowhere.html">a link to no file</a><a href="good.html#nope">a link to no anchor</a>
 <span class="math">x^2</span>
@@ -76,6 +77,7 @@ def test_each_kind_of_problem_is_found(tmp_path, monkeypatch):
         "bad.html: good.html#nope points at no anchor",
         "bad.html: math not typeset: 'x^2'",
         "bad.html: 3",  # wider than the window at both widths
+        "bad.html: 2 search fields at 1280 px",
         "column.html: a pre ",  # scrolls inside its box
         "column.html: a table ",  # sticks out of the column
         "column.html: a margin note runs ",  # its math past the window
