@@ -27,6 +27,7 @@ from typing import Any
 from book_lib import bench, checks
 from book_lib.efficiency import Calibration
 from book_lib.hardware import Chip, chip_from_device_kind, get_chip
+from book_lib.numfmt import fmt
 
 __all__ = ["Sizes", "SIZES", "measure", "report"]
 
@@ -170,18 +171,28 @@ def measure(*, chip: str | Chip | None = None, mode: str = "full") -> Calibratio
     )  # fmt: skip
 
 
+_UNITS = (("_flops_per_s", "FLOP/s"), ("_bytes_per_s", "B/s"), ("_s", "s"))
+
+
+def _rate(name: str, value: float) -> str:
+    """A measured rate written by `numfmt.fmt`, its unit read off its name ("copy_bytes_per_s" -> B/s)."""
+    unit = next(u for suffix, u in _UNITS if name.endswith(suffix))
+    return fmt(value, unit)
+
+
 def report(calibration: Calibration) -> str:
-    """The table `calibrate` prints: each measured rate, and each figure beside the one `efficiency` cites."""
+    """The table `calibrate` prints (80 columns): each measured rate, and each figure beside the one
+    `efficiency` cites and where that comes from."""
     lines = [f"{calibration.device_kind} ({calibration.chip}), {calibration.date}, jax {calibration.jax_version}", ""]
-    lines += [f"  {name:<34} {value:>12.4g}" for name, value in calibration.rates]
+    lines += [f"  {name:<32} {_rate(name, value):>14}" for name, value in calibration.rates]
     figures = dict(calibration.figures)
     if not figures:
-        lines += ["", "no chip in book_lib.hardware matches this device: rates only (pass --chip to compare)"]
+        lines += ["", "no chip of book_lib.hardware matches this device:", "rates only (--chip compares them)"]
         return "\n".join(lines)
     cited = get_chip(calibration.chip).efficiency
-    lines += ["", f"  {'figure':<20} {'measured':>10} {'cited':>10}  cited from"]
+    lines += ["", f"  {'figure':<19} {'measured':>9} {'cited':>9}  cited from"]
     for name, value in figures.items():
         source = cited.source(name)
-        where = "the datasheet (unmeasured)" if source.startswith("no published") else source.split(" ")[0]
-        lines.append(f"  {name:<20} {value:>10.4g} {getattr(cited, name):>10.4g}  {where}")
+        where = "datasheet" if source.startswith("no published") else "/".join(source.split(" ")[0].split("/")[2:5])
+        lines.append(f"  {name:<19} {value:>9.3g} {getattr(cited, name):>9.3g}  {where[:36]}")
     return "\n".join(lines)

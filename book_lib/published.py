@@ -54,7 +54,7 @@ FLOPS_FORMULAS = ("model", "megatron_hfu", "megatron_mfu", "palm")
 # What the model lacks that a run had, for the rows it misses: each cause said once (chapter 13 groups by it).
 CAUSES: MappingProxyType[str, str] = MappingProxyType({
     "whole_run": (
-        "a whole run's hours, not a step's: restarts after failures (the Llama 3 paper counts 466 interruptions "
+        "restarts after failures (the Llama 3 paper counts 466 interruptions "
         "in 54 days), checkpoints, evaluation and the long-context and annealing stages; and the layout is the "
         "planner's, since Meta's is not published"
     ),
@@ -65,21 +65,21 @@ CAUSES: MappingProxyType[str, str] = MappingProxyType({
         "of those kernels apart from the run is in our sources, so the model streams them at the bf16 rate"
     ),
     "zero3_2021": (
-        "DeepSpeed's ZeRO-3 as the Megatron-LM paper ran it in 2021, without model parallelism: the model "
-        "hides each layer's weight gathers under the previous layer's compute, and the paper's own Table 2 "
-        "shows this setup falling behind as it grows (144 and 138 TFLOP/s against 3D parallelism's 155 and 163)"
+        "DeepSpeed's ZeRO-3 without model parallelism, as the Megatron-LM paper ran it: the model hides each "
+        "layer's weight gathers under the previous layer's compute, and the paper reports this setup falling "
+        "behind its tensor-and-pipeline layouts as the number of GPUs grows"
     ),
     "network_at_scale": (
-        "12,288 GPUs of one job: MegaScale's paper measures Megatron-LM's MFU falling from 53.0 % on 256 GPUs to "
+        "MegaScale's paper measures Megatron-LM's MFU falling from 53.0 % on 256 GPUs to "
         "41.2 % here, and attributes it to stragglers and network congestion, which the model does not have"
     ),
     "fp8_casts": (
-        "fp8 training's extra kernels: Transformer Engine casts every matmul's inputs to fp8 and tracks their "
+        "Transformer Engine casts every matmul's inputs to fp8 and tracks their "
         "scales, elementwise work the model does not count, on a model whose matmuls are small (width 4096)"
     ),
     "small_model": (
-        "a 1.7B-parameter model of width 2048 on H100s: each matmul is small, so the GEMM rate is below the "
-        "large-GEMM rate the model takes, and each step's fixed costs weigh more"
+        "each matmul of a 1.7B-parameter model of width 2048 is small, so it runs below the large-GEMM rate "
+        "the model takes, and each step's fixed costs weigh more"
     ),
     "unexplained": "no term of the model accounts for it; the source gives no breakdown",
     "deepseek_overlap": (
