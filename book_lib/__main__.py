@@ -144,7 +144,6 @@ def _entry_json(entry: planner.PlanEntry) -> dict[str, Any]:
         "t_bubble_s": step.t_bubble,
         "t_comms_s": step.t_comms,
         "bound": step.bound,
-        "mfu": entry.mfu,
         "tokens_per_chip": step.tokens_per_chip,
         "context_parallel": step.context_parallel,
         "memory_bytes_per_chip": {

@@ -360,9 +360,9 @@ def _training_rows(
         ("expected step", fmt(step.expected_s, "s")),
         ("expected MFU", f"{step.mfu_expected:.0%}"),
         ("bound (roofline)", fmt(step.roofline_s, "s")),
-        ("T_math + bubble", fmt(step.t_math + step.t_bubble, "s")),
-        ("T_comms", fmt(step.t_comms, "s")),
-        ("bound by", step.bound),
+        ("model math at peak", fmt(step.terms[0].seconds, "s")),
+        ("collectives T_comms", fmt(step.t_comms, "s")),
+        ("bound by", "compute" if step.terms[0].seconds >= step.t_comms else "communication"),
         ("memory / HBM", f"{fmt(best.memory.total_bytes, 'B')} / {fmt(best.memory.hbm_bytes or 0, 'B')}"),
     ]
     if len(plan.entries) > 1:
@@ -375,8 +375,8 @@ def training_calculator(calibration: Calibration | str | None = None, **defaults
     """The best way to shard one training step: `planner.plan_training` (every layout, ranked).
 
     The expected step time per scheme (`training.StepTime.expected_s`, at the chip's cited rates or
-    `calibration`'s, a `calibrate` profile or its path), the bound max(T_math + T_bubble, T_comms) beside
-    it, memory per chip with Adam; the static table sweeps the number of chips. Knobs: model, chip,
+    `calibration`'s, a `calibrate` profile or its path), the bound `roofline_s` = max(model FLOPs / C,
+    T_comms) beside it, memory per chip with Adam; the static table sweeps the number of chips. Knobs: model, chip,
     n_chips, batch_mtokens (2**20 tokens), seq_len.
     Book: Part 5 (Training), "Key Takeaways"; Part 6, "How to shard LLaMA 3-70B".
     """

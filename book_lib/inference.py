@@ -365,7 +365,9 @@ def prefill_step(
         kernels         `overheads.kernels_per_layer` x L x e.kernel_s
         collectives     L x 2 x (AllGather + ReduceScatter of B T D):
                         bandwidth time and fixed cost per call
-    `roofline_s` is the bound: max(F / (n C), P p_w / (n W), collectives).
+    `roofline_s` is the bound: max(F / (n C), P p_w / (n W), collectives). The expected time adds the
+    tensor-parallel collectives to the compute rather than hiding them (a layer's matmul waits on its
+    gather), so on a slice whose collectives are long it can be near twice the bound.
     Book: Part 7, "Prefill" (compute-bound above the critical batch); Part 8 (time to first token).
 
     Raises:

@@ -31,16 +31,14 @@ __all__ = ["PlanEntry", "TrainingPlan", "plan_training"]
 class PlanEntry:
     """One scheme the planner tried, with its step time, memory and why it ranks where it does.
 
-    mfu = useful FLOPs of the step / (t_lower N C): the MFU at the text's bound with the bubble (1 when
-    compute-bound without one); `mfu_bound` and `mfu_expected` are the MFU at `roofline_s` (no run does
-    better) and at `expected_s` (the roofline plus every term it leaves out, `training.StepTime.terms`).
+    `mfu_expected` is the MFU at `expected_s` (the roofline plus every term it leaves out,
+    `training.StepTime.terms`): the MFU to plan with; `mfu_bound`, at `roofline_s`, is what no run beats.
 
     Attributes:
         rank: 1 for the best (count).
         scheme: its layout's label (`parallelism.Layout.label`: "FSDP+TP", "FSDP+PP", "DP", ...).
         step: the `StepTime` of its layout.
         memory: the `MemoryPerChip` of its layout.
-        mfu: see above (ratio).
         near_text_fsdp_degree: its FSDP degree is the real one closest to `optimal_fsdp_degree`
             among the FSDP + tensor layouts without pipeline tried.
         reason: why it wins, or why it loses to the best.
@@ -50,7 +48,6 @@ class PlanEntry:
     scheme: str
     step: StepTime
     memory: MemoryPerChip
-    mfu: float
     near_text_fsdp_degree: bool
     reason: str
 
@@ -314,7 +311,6 @@ def _rank(
     x_opt = bounds.optimal_fsdp_degree(n_chips // pods, batch_tokens=b / pods, d_ff=cfg.d_ff)
     mixed = [s.layout.fsdp if _is_mixed(s.layout) else None for _, s, _ in tried]
     nearest = min((x for x in mixed if x), key=lambda x: abs(math.log(x / x_opt)), default=None)
-    useful = cfg.flops_per_token(seq_len, training=True, causal=True) * b
     entries = []
     for rank, ((label, step, memory), x) in enumerate(zip(tried, mixed, strict=True), start=1):
         entries.append(
@@ -323,7 +319,6 @@ def _rank(
                 scheme=label,
                 step=step,
                 memory=memory,
-                mfu=useful / (step.t_lower * n_chips * chip.peak_ops_per_s("bf16")),
                 near_text_fsdp_degree=x is not None and x == nearest,
                 reason=_reason(step, memory, None if rank == 1 else tried[0][1]),
             )
