@@ -491,6 +491,20 @@ _TRAINING = [
             (256, 512, 8, 1, "checkpoints", 0.6882), (512, 512, 8, 2, "full", 0.6399),
         )
     ),
+    *(
+        _run(f"MaxText {scale}B, {slices} x 256 TPU v5e", "mfu", mfu, _maxtext(scale), "tpu-v5e",
+             Layout(data=slices, fsdp=256), sequences=256 * slices * per_chip, seq_len=2048, remat="full",
+             source=f"{_MAXTEXT} (TPU v5e: {slices}x v5e-256, {scale}B MFU {mfu:.2%}); MaxText/configs/v5e/{scale}b.sh "
+             f"(per_device_batch_size={per_chip}, remat_policy=full, max_target_length=2048; FSDP over each slice, "
+             "data parallelism across slices over DCN)",
+             assumed="the per-device batch of the config file, which the README's table does not print")
+        for scale, per_chip, rows in (
+            (16, 6, ((1, 0.6110), (8, 0.5827), (32, 0.5465))),
+            (32, 4, ((1, 0.6686), (8, 0.6367), (32, 0.6040))),
+            (64, 2, ((1, 0.5990), (8, 0.5496), (32, 0.5018))),
+        )
+        for slices, mfu in rows
+    ),
 ]  # fmt: skip
 _DECODE: list[PublishedRun] = []
 _README = f"{_GPT_FAST} (README at commit 32971d3; 8xA100-80GB power limited to 330W, batch size 1)"

@@ -35,8 +35,9 @@ def test_the_table_holds_25_training_runs_and_10_serving_figures_each_with_its_s
 
 def test_most_rows_with_a_published_layout_land_within_30_percent_and_every_miss_names_its_cause():
     inside = [c for c in COUNTED if c.within_30_percent]
-    # the bar is 80 %; the model reaches this much, and a change that loses a row fails here
-    assert len(inside) / len(COUNTED) >= 0.77, len(inside) / len(COUNTED)
+    # the bar: 80 % of the rows whose layout is published (54 of 67 today: every TPU row, 38 of 51 on
+    # GPUs); a change that loses a row fails here
+    assert len(inside) / len(COUNTED) >= 0.8, len(inside) / len(COUNTED)
     misses = [c for c in CHECKS if not c.within_30_percent]
     assert all(c.run.cause in published.CAUSES for c in misses), [c.run.name for c in misses if not c.run.cause]
     assert {c.run.cause for c in CHECKS if c.run.cause} == set(published.CAUSES), "every cause explains a row"
