@@ -90,8 +90,8 @@ _LAUNCH = (
 _NETWORK = "https://github.com/stas00/ml-engineering/blob/master/network/README.md"
 _NVLINK = (
     f"{_NETWORK} (nccl-tests, 16GiB payload, busbw over the unidirectional spec: 'A100, NVLink 3 | 234.89GBps | "
-    "300 | 78%'; 'H200, NVLink 4, ring | 367.61GBps | 450 | 82%'; on 8 H200 all-gather 361.4 and reduce-scatter "
-    "362.9 GBps, 80-81%: the ring NCCL falls back to without NVLink SHARP)"
+    "300 | 78%'; 'H200, NVLink 4, ring | 367.61GBps | 450 | 82%', the H100's NVLink 4 too; on 8 H200 all-gather "
+    "361.4 and reduce-scatter 362.9 GBps, 80-81%: the ring NCCL falls back to without NVLink SHARP)"
 )
 _NICS = (
     f"{_NETWORK} (4 nodes of 8 B200, 4GiB all-reduce over 32 ranks: '36.52GBps per accelerator, or 73% of the "
@@ -165,8 +165,9 @@ def _cited(sources: Mapping[str, str], **figures: float) -> Efficiency:
 # TPUs: XLA compiles a step into a few fused programs, so no per-kernel cost; no published TPU GEMM or
 # attention microbenchmark in our sources, so the peak stands until `calibrate` measures it.
 PEAK = _cited({"kernel_s": _FUSED, "overlap_slowdown": (
-    "ICI collectives run on the chip's DMA engines, not its TensorCores (Part 2, 'TPU Networking'): no "
-    "compute is given up to them")})  # fmt: skip
+    "no published measurement in our sources: taken as 0, since a TPU's transfers are DMAs its compiler "
+    "schedules beside the TensorCore's work (Part 2, Appendix C; Part 10, LLO 'schedule DMAs'), not "
+    "kernels that take its compute units")})  # fmt: skip
 _GPU_COMMON = {"kernel_s": _LAUNCH, "overlap_slowdown": _OVERLAP, "ici": _NVLINK, "dcn": _NICS}
 _GPU_FIXED = {"kernel_s": 70e-6 / 80, "overlap_slowdown": 0.189, "ici": 367.61 / 450, "dcn": 36.52 / 50}
 _BACKWARD = (
@@ -176,8 +177,9 @@ _BACKWARD = (
 A100 = _cited(
     {
         "matmul": _MAMF + "A100 SXM, bf16, 271.2 of 312 TFLOPS, 86.9%)",
-        "attention_forward": _FA2 + "; the forward pass at the top of that range)",
-        "attention_backward": _FA2 + "; the backward pass at its bottom" + _BACKWARD + ")",
+        "attention_forward": _FA2 + "; taken at the range's top for the forward pass, whose rate the text names)",
+        "attention_backward": _FA2 + "; taken at its bottom for the backward pass, whose rate only the figures "
+        "give" + _BACKWARD + ")",
         **_GPU_COMMON,
     },
     matmul=271.2 / 312, attention_forward=0.73, attention_backward=0.50 * 2 / 2.5,
@@ -213,9 +215,12 @@ B200 = dataclasses.replace(
     HOPPER,
     matmul=1745.0 / 2250,
     matmul_fp8=3432.5 / 4500,
+    ici=682.2 / 900,
     sources=tuple(
         (n, _MAMF + "B200 SXM, bf16, 1745.0 of 2250 TFLOPS, 77.6%)" if n == "matmul" else
          _MAMF + "B200 SXM, float8_e4m3fn, 3432.5 of 4500 TFLOPS, 76.3%)" if n == "matmul_fp8" else
+         f"{_NETWORK} (8x B200, nccl=2.27.7, 8GiB all-reduce with NVLS off, the ring: 682.2GBps busbw of "
+         "NVLink 5's 900)" if n == "ici" else
          s + "; taken for the B200 too: no published B200 flash-attention benchmark in our sources"
          if n.startswith("attention") else s)
         for n, s in HOPPER.sources
