@@ -283,16 +283,7 @@ def test_the_library_string_rule_catches_a_planted_one():
     assert not library_strings(_fake("The plan is `Layout(fsdp=8, tensor=2)`: 1.5 times slower."))
 
 
-SERVING = ROOT / "chapters" / "08_serving_llama3.ipynb"
-ERRATA_CHAPTERS = [
-    pytest.param(p, marks=pytest.mark.xfail(reason="issue 33 rewrites chapter 8; its 580 PFLOPs box: a 1.7 % rounding"))
-    if p == SERVING
-    else p
-    for p in CHAPTERS
-]
-
-
-@pytest.mark.parametrize("path", ERRATA_CHAPTERS, ids=_ids(CHAPTERS))
+@pytest.mark.parametrize("path", CHAPTERS, ids=_ids(CHAPTERS))
 def test_every_erratum_box_names_the_figures_and_the_difference(path):
     """An erratum gives the text's figure, the right one and how far apart they are (CONTRIBUTING, "Errata")."""
     bad = errata_missing_figures(nbformat.read(path, as_version=4))
