@@ -116,7 +116,8 @@ def grade_submission(course: dict, student: str, files: dict[str, bytes]) -> dic
 
     start = time.perf_counter()
     assignment = course["assignment"]
-    root = Path(tempfile.mkdtemp(prefix="book-worker-course-"))
+    _sweep_dead_courses()
+    root = Path(tempfile.mkdtemp(prefix=f"book-worker-course-{os.getpid()}-"))
     try:
         _write(root / "source" / assignment, course["source"])
         if course["variant"] is not None:
@@ -144,6 +145,14 @@ def grade_submission(course: dict, student: str, files: dict[str, bytes]) -> dic
         }
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _sweep_dead_courses() -> None:
+    """Remove the course folders of worker processes that died while grading (a killed worker leaves its own)."""
+    for folder in Path(tempfile.gettempdir()).glob("book-worker-course-*-*"):
+        pid = folder.name.split("-")[3]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _api(root: Path):
