@@ -360,9 +360,8 @@ def _training_rows(
         ("expected step", fmt(step.expected_s, "s")),
         ("expected MFU", f"{step.mfu_expected:.0%}"),
         ("bound (roofline)", fmt(step.roofline_s, "s")),
-        ("model math at peak", fmt(step.terms[0].seconds, "s")),
-        ("collectives T_comms", fmt(step.t_comms, "s")),
-        ("bound by", "compute" if step.terms[0].seconds >= step.t_comms else "communication"),
+        ("T_math", fmt(step.terms[0].seconds, "s")),
+        ("T_comms", fmt(step.t_comms, "s")),
         ("memory / HBM", f"{fmt(best.memory.total_bytes, 'B')} / {fmt(best.memory.hbm_bytes or 0, 'B')}"),
     ]
     if len(plan.entries) > 1:
@@ -375,9 +374,9 @@ def training_calculator(calibration: Calibration | str | None = None, **defaults
     """The best way to shard one training step: `planner.plan_training` (every layout, ranked).
 
     The expected step time per scheme (`training.StepTime.expected_s`, at the chip's cited rates or
-    `calibration`'s, a `calibrate` profile or its path), the bound `roofline_s` = max(model FLOPs / C,
-    T_comms) beside it, memory per chip with Adam; the static table sweeps the number of chips. Knobs: model, chip,
-    n_chips, batch_mtokens (2**20 tokens), seq_len.
+    `calibration`'s, a `calibrate` profile or its path), the bound `roofline_s` = max(T_math, T_comms)
+    beside it (T_math: the model's FLOPs at peak), memory per chip with Adam; the static table sweeps
+    the number of chips. Knobs: model, chip, n_chips, batch_mtokens (2**20 tokens), seq_len.
     Book: Part 5 (Training), "Key Takeaways"; Part 6, "How to shard LLaMA 3-70B".
     """
     tpus = tuple(name for name, chip in CHIPS.items() if chip.is_tpu)
@@ -426,7 +425,6 @@ def _serving_rows(
         ("T_weights", fmt(s.t_weights, "s")),
         ("T_math", fmt(s.t_math, "s")),
         ("T_ici", fmt(s.t_ici, "s")),
-        ("bound by", s.bound),
         ("memory / HBM", f"{fmt(s.memory_bytes, 'B')} / {fmt(s.hbm_bytes, 'B')}"),
         ("fits", "yes" if s.fits else "NO"),
     ]

@@ -40,6 +40,7 @@ __all__ = [
     "FIELDS",
     "Efficiency",
     "PEAK",
+    "TPU",
     "A100",
     "A100_PCIE",
     "HOPPER",
@@ -162,12 +163,26 @@ def _cited(sources: Mapping[str, str], **figures: float) -> Efficiency:
     return Efficiency(**figures, sources=tuple((name, sources.get(name, _UNMEASURED)) for name in FIELDS))
 
 
-# TPUs: XLA compiles a step into a few fused programs, so no per-kernel cost; no published TPU GEMM or
-# attention microbenchmark in our sources, so the peak stands until `calibrate` measures it.
+# TPUs: XLA compiles a step into a few fused programs, so no per-kernel cost; JAX's Pallas guide measures
+# XLA's bf16 matmul on a v5e, taken for every generation until `calibrate` measures one.
+_TPU_MATMUL = (
+    "https://docs.jax.dev/en/latest/pallas/tpu/matmul.html (JAX's Pallas TPU matmul guide, on a TPU v5e, "
+    "timed with timeit around block_until_ready: 'XLA matmul ... 8192 x 8192 x 8192 ... FLOP/s utilization: "
+    "92.2960%'); taken for the other TPU generations too, whose matmuls no source in ours measures"
+)
+_TPU_ATTENTION = (
+    _TPU_MATMUL + "; a flash-attention kernel's two matmuls run on the same MXUs, so its rate is taken as the "
+    "matmul's: no published measurement of a TPU attention kernel in our sources (an upper estimate)"
+)
 PEAK = _cited({"kernel_s": _FUSED, "overlap_slowdown": (
     "no published measurement in our sources: taken as 0, since a TPU's transfers are DMAs its compiler "
     "schedules beside the TensorCore's work (Part 2, Appendix C; Part 10, LLO 'schedule DMAs'), not "
     "kernels that take its compute units")})  # fmt: skip
+TPU = _cited(
+    {**dict(PEAK.sources), "matmul": _TPU_MATMUL, "attention_forward": _TPU_ATTENTION,
+     "attention_backward": _TPU_ATTENTION},
+    matmul=0.922960, attention_forward=0.922960, attention_backward=0.922960,
+)  # fmt: skip
 _GPU_COMMON = {"kernel_s": _LAUNCH, "overlap_slowdown": _OVERLAP, "ici": _NVLINK, "dcn": _NICS}
 _GPU_FIXED = {"kernel_s": 70e-6 / 80, "overlap_slowdown": 0.189, "ici": 367.61 / 450, "dcn": 36.52 / 50}
 _BACKWARD = (

@@ -26,6 +26,7 @@ from book_lib.efficiency import (
     H200,
     HOPPER,
     PEAK,
+    TPU,
     Calibration,
     Efficiency,
     calibrated,
@@ -280,7 +281,7 @@ class Chip:
 
 
 def _tpu(**kw: Any) -> Chip:
-    return Chip(family="tpu", **kw)
+    return Chip(family="tpu", efficiency=TPU, **kw)
 
 
 def _gpu(**kw: Any) -> Chip:

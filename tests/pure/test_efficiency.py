@@ -23,7 +23,9 @@ def test_every_gpu_cites_a_measurement_for_each_figure_and_no_figure_claims_the_
         eff = chip.efficiency
         assert {n for n, _ in eff.sources} == set(efficiency.FIELDS)
         if chip.is_tpu:
-            assert eff.matmul == 1 and eff.source("matmul").startswith("no published measurement"), name
+            # XLA's 8192-cubed bf16 matmul on a v5e (JAX's Pallas guide), for every generation; no kernel cost
+            assert eff.matmul == pytest.approx(0.923, abs=1e-3) and eff.kernel_s == 0, name
+            assert eff.source("matmul").startswith("https://docs.jax.dev/"), name
             continue
         assert 0.7 < eff.matmul < 0.9 and eff.kernel_s > 0 and eff.overlap_slowdown > 0, name
         for figure in ("matmul", "attention_forward", "attention_backward", "kernel_s", "overlap_slowdown", "ici"):
