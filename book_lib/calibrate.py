@@ -22,7 +22,7 @@ Book: Part 9 (Profiling: measure, do not assume); Part 1 ("Rooflines").
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from book_lib import bench, checks
 from book_lib.efficiency import Calibration
@@ -75,7 +75,7 @@ def _attention_rates(shape: tuple[int, int, int, int], device: Any) -> dict[str,
     q, k, v = (
         jax.device_put(jax.random.normal(jax.random.key(i), (b, s, n, h), jnp.bfloat16), device) for i in range(3)
     )
-    implementation = "cudnn" if device.platform == "gpu" else None
+    implementation: Literal["cudnn"] | None = "cudnn" if device.platform == "gpu" else None
 
     def forward(q: Any, k: Any, v: Any) -> Any:
         return jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=implementation)

@@ -158,7 +158,7 @@ class Efficiency:
         return dict(self.sources)[name]
 
 
-def _cited(sources: Mapping[str, str], **figures: float) -> Efficiency:
+def _cited(sources: Mapping[str, str], **figures: Any) -> Efficiency:
     """An `Efficiency` whose unnamed figures keep the datasheet's, each with its reason."""
     return Efficiency(**figures, sources=tuple((name, sources.get(name, _UNMEASURED)) for name in FIELDS))
 

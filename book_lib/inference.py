@@ -495,8 +495,11 @@ def latency_throughput(
     if not isinstance(batches, (tuple, list)) or not batches:
         raise ValueError(f"batches={batches!r}: not a non-empty list; allowed: a list of batch sizes")
     cfg, hw = get_model(model), get_chip(chip)
-    dtypes = {"param_dtype": param_dtype, "kv_dtype": kv_dtype, "matmul_dtype": matmul_dtype}
-    return tuple(decode_step_time(cfg, hw, n_chips, batch=b, context_len=context_len, **dtypes) for b in batches)
+    return tuple(
+        decode_step_time(cfg, hw, n_chips, batch=b, context_len=context_len, param_dtype=param_dtype,
+                         kv_dtype=kv_dtype, matmul_dtype=matmul_dtype)
+        for b in batches
+    )  # fmt: skip
 
 
 def cost_per_million_tokens(

@@ -557,6 +557,7 @@ def check_run(run: PublishedRun) -> RunCheck:
     if not isinstance(run, PublishedRun):
         raise ValueError(f"run={run!r}: not a PublishedRun; allowed: one of PUBLISHED_RUNS")
     kind = checks.one_of("run.kind", run.kind, KINDS)
+    options: dict[str, Any] = dict(run.step_options)
     if kind == "tokens_per_s":
         decode = inference.decode_step_time(
             run.model,
@@ -565,7 +566,7 @@ def check_run(run: PublishedRun) -> RunCheck:
             batch=1,
             context_len=5,
             param_dtype=run.param_dtype,
-            **dict(run.step_options),
+            **options,
         )
         return RunCheck(run=run, layout=None, published_s=1 / run.published, roofline_s=decode.roofline_s,
                         expected_s=decode.expected_s)  # fmt: skip
@@ -575,7 +576,6 @@ def check_run(run: PublishedRun) -> RunCheck:
             cfg, run.chip, run.n_chips, batch_tokens=run.batch_tokens, seq_len=run.seq_len
         ).best.step
     else:
-        options: dict[str, Any] = dict(run.step_options)
         step = training.step_time(
             cfg, run.chip, run.layout, batch_tokens=run.batch_tokens, seq_len=run.seq_len, **options
         )
