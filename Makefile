@@ -8,6 +8,10 @@ SITE_ASSETS := tools/site/node_modules/.package-lock.json
 export PATH := $(abspath $(BIN)):$(PATH)
 # book_lib's figure functions check what they draw (book_lib.legible): no text under 9 px, no overlap.
 export BOOK_LIB_CHECK_FIGURES := 1
+# Matplotlib's font cache lives in the venv whose fonts it lists: a cache in the user's home, written by
+# a venv since deleted (another clone's), lists font files that are gone, and every figure then warns on
+# stderr, which nbval counts as a changed output.
+export MPLCONFIGDIR := $(abspath $(VENV))/.mplconfig
 NOTEBOOKS := chapters solutions
 PYTEST_NB := --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300
 # The oldest jax the notebooks support: pyproject.toml's floor, the one place it is written. `make test`
@@ -51,7 +55,8 @@ $(FLOOR_STAMP): requirements.lock pyproject.toml
 
 # Executed, not compared (nbval-lax): JAX's printed words differ between versions; the cells' own checks run.
 floor: $(FLOOR_STAMP)
-	BOOK_LIB_EMULATE_ONE_CHIP=1 BOOK_LIB_MATMUL_PRECISION=bf16 $(FLOOR)/bin/pytest -n 2 --dist loadscope \
+	MPLCONFIGDIR=$(abspath $(FLOOR))/.mplconfig BOOK_LIB_EMULATE_ONE_CHIP=1 BOOK_LIB_MATMUL_PRECISION=bf16 \
+	  $(FLOOR)/bin/pytest -n 2 --dist loadscope \
 	  -p no:cacheprovider chapters \
 	  --nbval-lax --nbval-cell-timeout=300
 
