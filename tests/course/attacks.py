@@ -167,7 +167,9 @@ while True:
 
 # From inside the box: Jupyter connection files and the host's loopback (a kernel outside the box
 # would run anything), another class's values, a file on the host. Prints what it reached.
-ESCAPES = """
+# The start of a probe a submission runs: `_attempt(name, how)` records what `how()` returned, or that it
+# was denied; a probe ends by printing `_reached`. A `str.format` template (its braces doubled).
+ATTEMPT = """
 import glob, json, os, pathlib, socket
 _reached = {{}}
 def _attempt(name, how):
@@ -175,6 +177,10 @@ def _attempt(name, how):
         _reached[name] = repr(how())[:100]
     except Exception as err:
         _reached[name] = "denied: " + type(err).__name__
+"""
+ESCAPES = (
+    ATTEMPT
+    + """
 _attempt("connection_files", lambda: glob.glob("/root/.local/share/jupyter/runtime/*.json") or 1 / 0)
 _attempt("host_file", lambda: open({host_file!r}).read())
 _attempt("loopback", lambda: socket.create_connection(("127.0.0.1", {port}), timeout=2))
@@ -182,6 +188,7 @@ _attempt("other_class", lambda: open({other_values!r}).read())
 _attempt("marker", lambda: pathlib.Path({marker!r}).write_text("escaped"))
 print("REACHED", json.dumps(_reached))
 """
+)
 
 # 20 MB printed in one cell, for the grader to hold in memory and write into the notebook.
 FLOODS_OUTPUT = """

@@ -20,7 +20,7 @@ import pytest
 
 from exercises import distributed
 from exercises.course import gradebook_url, write_config
-from tests.course.attacks import CH01, SANDBOXED, total, with_attack, wrong_answers
+from tests.course.attacks import ATTEMPT, CH01, SANDBOXED, total, with_attack, wrong_answers
 from tests.course.course_kit import Course, reference_answers
 from tests.course.services import PostgresServer, local_cluster
 
@@ -29,15 +29,9 @@ SERIAL = ("blank", "reference", "wrong")
 
 # Through a worker: the gradebook's server (its socket and the same URL the course uses), the
 # scheduler's port, and the worker's own copy of the course (the class's values), each printed.
-REACHES_WORKER = """
-import glob, json, socket
-_reached = {{}}
-def _attempt(name, how):
-    try:
-        _reached[name] = repr(how())[:100]
-    except Exception as err:
-        _reached[name] = "denied: " + type(err).__name__
-def _raise_scores():
+REACHES_WORKER = (
+    ATTEMPT
+    + """def _raise_scores():
     import psycopg
     with psycopg.connect({dsn!r}) as db:
         db.execute("UPDATE grade SET auto_score = 99")
@@ -46,6 +40,7 @@ _attempt("scheduler", lambda: socket.create_connection(({host!r}, {port}), timeo
 _attempt("worker_course", lambda: open(glob.glob("/tmp/book-worker-course-*/variant.json")[0]).read())
 print("REACHED", json.dumps(_reached))
 """
+)
 
 
 @pytest.fixture(scope="module")
