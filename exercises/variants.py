@@ -6,17 +6,21 @@ the helpers below and the points (`<% pts %>`, "2 pts", and `<% total_points %>`
 cells' nbgrader metadata, the one place a question's points are written). In a code cell the result
 is written as a Python literal (`py`), in a Markdown cell as text. Rendering with the defaults
 gives the text's own problems (the book, the public release and solutions); a course seed draws
-each question's values with its `Key.draw`, again until they meet its `Key.accept` and every answer
-of a value question differs from the text's (`Key.drawn`), so the public solutions do not answer a
-class's questions.
+each question's values (`draw`: the class's, or one rostered student's own) with its `Key.draw`, a
+question that takes up another's numbers together with that one (`Key.follows`), again until they meet
+its `Key.accept` and every answer of a value question differs from the text's, so the public solutions
+do not answer a class's or a student's questions.
 
-A class folder keeps its values in `variant.json` beside its gradebook: the grader reads them there
-(hidden from the student's kernel by the sandbox), and nbgrader's generate_assignment renders the
-release with them (`RenderVariant`, first in the pipeline `exercises/course.py` configures).
+A class folder keeps its values in its key, `key/<assignment>.json` beside its gradebook
+(`exercises/class_key.py`): the grader reads them there (hidden from the student's kernel by the
+sandbox), nbgrader's generate_assignment renders the release with them (`RenderVariant`, first in the
+pipeline `exercises/course.py` configures), and each rostered student's handout is rendered with their
+own (`exercises/handout.py`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import random
@@ -27,14 +31,12 @@ import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from book_lib import hardware, numfmt
-from exercises.keys import Key, keys_for
+from exercises.keys import Key, draw_linked, keys_for, linked_groups
 
 __all__ = [
-    "VALUES_FILE",
     "draw",
     "load",
     "render",
-    "save",
     "course_root",
     "RenderVariant",
     "DropSolutionOnly",
@@ -44,10 +46,12 @@ __all__ = [
     "pts",
 ]
 
-VALUES_FILE = "variant.json"
 TEMPLATE = re.compile(r"<%(.+?)%>", re.DOTALL)
 # A class's notebook is handed out by its instructor: a badge would open the text's version instead.
 COLAB_BADGE = re.compile(r"^\[!\[Open In Colab\]\(.*\n\n?", re.MULTILINE)
+# The revision the setup cell installs book_lib from (`tools/notebooks.py`'s SETUP_CELL): a class's
+# notebook installs the commit its course was built from.
+INSTALLED_REVISION = re.compile(r'(f"book_lib @ git\+\{repo\}\.git@)[^"]*(")')
 
 
 def sci(x: float, digits: int = 3) -> str:
@@ -103,10 +107,12 @@ def chip_name(name: str) -> str:
 
 
 # Names a template gets from the notebook itself: a question's points (`<% pts %>`, in the cells from
-# its statement to the next question's), the assignment's total (`<% total_points %>`, anywhere), and a
+# its statement to the next question's), the assignment's total (`<% total_points %>`, anywhere), a
 # value question's accepted answers for these numbers (`<% answers[1]["name"] %>`: the key's, then one
-# per model of `Key.also`), for a solution that shows the text's model beside the exact one.
-TEMPLATE_NAMES = ("pts", "total_points", "answers")
+# per model of `Key.also`), for a solution that shows the text's model beside the exact one, and whether
+# the question shows the text's own numbers (`is_text`; `<% text_note(", which allows the text's 240") %>`
+# is the words given where it does and nothing where a class's numbers stand).
+TEMPLATE_NAMES = ("pts", "total_points", "answers", "is_text", "text_note")
 HELPERS = {
     "sci": sci,
     "comma": comma,
@@ -136,43 +142,45 @@ def _flat(v) -> list:
     return list(v) if isinstance(v, (tuple, list)) else [v]
 
 
-def draw(seed: int, assignment: str) -> dict[str, dict]:
-    """grade_id -> the class's parameter values of each question of `assignment` that has any."""
+def draw(seed: int, assignment: str, student: str | None = None) -> dict[str, dict]:
+    """grade_id -> the parameter values of each question of `assignment` that has any: the class's, or
+    one `student`'s own, from the class's `seed`.
+
+    The questions that take up another's numbers (`Key.follows`) are drawn with it (`draw_linked`);
+    each group from its own random stream, seeded by the seed, the assignment, the student and the
+    group's first question, so adding a question, an assignment or a student changes no other draw.
+    """
+    keys = keys_for(assignment)
     out = {}
-    for gid, key in keys_for(assignment).items():
-        if not key.params:
-            continue
-        rng = random.Random(f"{seed}:{assignment}:{gid}")
+    for root, group in linked_groups(keys).items():
+        tag = f"{seed}:{assignment}:{root}" if student is None else f"{seed}:{assignment}:{student}:{root}"
         try:
-            out[gid] = key.drawn(rng, differs=lambda values, key=key: _differs(key, values))
+            out.update(draw_linked(group, random.Random(tag), differs=lambda gid, values: _differs(keys[gid], values)))
         except ValueError as err:
-            raise ValueError(f"seed={seed}: {gid}: {err}; its draw is too narrow") from err
+            raise ValueError(f"seed={seed}: {root}: {err}; its draw is too narrow") from err
     return out
 
 
-def save(root: Path, seed: int, assignments: list[str]) -> Path:
-    """Write the class's values (the private key of its numbers) to `root/variant.json`."""
-    path = Path(root) / VALUES_FILE
-    data = {"seed": seed, "values": {a: draw(seed, a) for a in assignments}}
-    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    return path
+def load(root: Path | None, assignment: str, student: str | None = None) -> dict[str, dict]:
+    """grade_id -> parameter values for `assignment` in the course at `root`: `student`'s own where the
+    course's key has them, else the class's, else the text's (`exercises/class_key.py`)."""
+    from exercises import class_key
 
-
-def load(root: Path | None, assignment: str) -> dict[str, dict]:
-    """grade_id -> parameter values for `assignment` in the course at `root`: its class's, else the text's."""
-    keys = keys_for(assignment)
-    values = {gid: dict(key.params) for gid, key in keys.items() if key.params}
-    path = Path(root) / VALUES_FILE if root is not None else None
-    if path is not None and path.exists():
-        mine = json.loads(path.read_text())["values"].get(assignment, {})
-        for gid, v in mine.items():
-            if gid not in keys or set(v) != set(keys[gid].params):
-                raise ValueError(f"{path}: {gid} has parameters {sorted(v)}; allowed: {sorted(keys[gid].params)}")
-            values[gid] = v
+    values = {gid: dict(key.params) for gid, key in keys_for(assignment).items() if key.params}
+    key = class_key.read(root, assignment) if root is not None else None
+    if key is not None:
+        values.update(key.for_student(student))
     return values
 
 
-def render(nb, assignment: str, values: dict[str, dict] | None = None, *, text_only: bool | None = None):
+def render(
+    nb,
+    assignment: str,
+    values: dict[str, dict] | None = None,
+    *,
+    text_only: bool | None = None,
+    commit: str | None = None,
+):
     """A copy of the template notebook `nb` with every `<% ... %>` filled in.
 
     Args:
@@ -181,6 +189,8 @@ def render(nb, assignment: str, values: dict[str, dict] | None = None, *, text_o
         values: grade_id -> parameter values (from `draw` or `load`); None for the text's own.
         text_only: keep the cells marked `book.text_only` (notes on the text's printed numbers);
             by default only when rendering the text's values.
+        commit: the revision the setup cell installs `book_lib` from (a class's course: the commit
+            it was built from); None keeps the repository's branch.
 
     A class's render also drops the Colab badge, which opens the text's version from the repository.
     """
@@ -199,15 +209,30 @@ def render(nb, assignment: str, values: dict[str, dict] | None = None, *, text_o
         if gid.endswith("_statement") and question in keys:
             key, mine = keys[question], values.get(question, {})
             answers = key.answers(mine) if key.kind == "value" else []  # the key's, then each of `also`'s
-            scope = {**mine, **total, "pts": pts(marks.get(question, 0)), "answers": answers}
+            shows_text = mine == dict(key.params)
+            scope = {
+                **mine,
+                **total,
+                "pts": pts(marks.get(question, 0)),
+                "answers": answers,
+                "is_text": shows_text,
+                "text_note": functools.partial(_text_note, shows_text),
+            }
         if cell.get("metadata", {}).get("book", {}).get("text_only") and not keep_text_only:
             continue
         cell.source = _fill(cell.source, scope, code=cell.cell_type == "code", where=gid or cell.get("id", "?"))
         if not is_text:
             cell.source = COLAB_BADGE.sub("", cell.source)
+        if commit is not None and cell.cell_type == "code":
+            cell.source = INSTALLED_REVISION.sub(lambda m: f"{m.group(1)}{commit}{m.group(2)}", cell.source)
         cells.append(cell)
     nb.cells = cells
     return nb
+
+
+def _text_note(shows_text: bool, words: str) -> str:
+    """`words` (a note on the text's own figures) where a question shows the text's numbers; else nothing."""
+    return words if shows_text else ""
 
 
 def points(nb) -> dict[str, float]:
@@ -253,11 +278,16 @@ def course_root(resources) -> Path:
 
 
 class RenderVariant(NbGraderPreprocessor):
-    """generate_assignment's first step: fill the templates with the course's values (variant.json)."""
+    """generate_assignment's first step: fill the templates with the class's values, the setup cell
+    installing `book_lib` at the commit the course's key records (`exercises/class_key.py`)."""
 
     def preprocess(self, nb, resources):
-        assignment = resources["nbgrader"]["assignment"]
-        return render(nb, assignment, load(course_root(resources), assignment)), resources
+        from exercises import class_key
+
+        assignment, root = resources["nbgrader"]["assignment"], course_root(resources)
+        key = class_key.read(root, assignment)
+        commit = key.commit if key is not None else None
+        return render(nb, assignment, load(root, assignment), commit=commit), resources
 
 
 class DropSolutionOnly(NbGraderPreprocessor):

@@ -32,6 +32,8 @@ __all__ = [
     "program",
     "keys_for",
     "redraw",
+    "draw_linked",
+    "linked_groups",
     "pick",
     "scaled",
     "preset_sizes",
@@ -121,6 +123,70 @@ def _first(
     raise ValueError(f"{what}: no draw in {tries} met its condition{last}; allowed: a draw whose values it accepts")
 
 
+def linked_groups(keys: dict[str, Key]) -> dict[str, dict[str, Key]]:
+    """The questions with numbers of one assignment, in groups drawn together: the first question of
+    each group (its root) -> its questions in order, each after the one it `follows`.
+
+    Raises:
+        ValueError: a question that follows one that is not an earlier question with numbers, or
+            shares a parameter that one of the two lacks.
+    """
+    groups: dict[str, dict[str, Key]] = {}
+    root_of: dict[str, str] = {}
+    for gid, key in keys.items():
+        if not key.params:
+            continue
+        if key.follows is None:
+            root_of[gid] = gid
+            groups[gid] = {gid: key}
+            continue
+        if key.follows not in root_of:
+            raise ValueError(
+                f"{gid}: follows={key.follows!r}; allowed: an earlier question of the same assignment with numbers"
+            )
+        base = keys[key.follows]
+        missing = [n for n in key.shared_names(base) if n not in key.params or n not in base.params]
+        if missing:
+            raise ValueError(f"{gid}: shares={missing}, not a parameter of both it and {key.follows}")
+        root_of[gid] = root_of[key.follows]
+        groups[root_of[gid]][gid] = key
+    return groups
+
+
+def draw_linked(
+    group: dict[str, Key], rng: random.Random, *, differs: Callable[[str, dict], bool] | None = None
+) -> dict[str, dict]:
+    """grade_id -> a class's values for a group of questions drawn together (`linked_groups`).
+
+    In order, each question's `params` updated by its `draw(rng)` (where it has one), then the numbers
+    it `shares` taken from the question it `follows`; the whole group is drawn again until every
+    question's `accept`, and `differs(grade_id, values)` when given, holds. One question alone draws
+    as `Key.drawn` always has: the same seed gives the same values.
+
+    Raises:
+        ValueError: no draw in `MAX_REDRAWS` met every condition; the message names the group.
+    """
+    refusals: list[str] = []
+
+    def once(r: random.Random) -> dict[str, dict]:
+        values: dict[str, dict] = {}
+        for gid, key in group.items():
+            mine = {**key.params, **(key.draw(r) if key.draw is not None else {})}
+            if key.follows is not None:
+                mine.update({name: values[key.follows][name] for name in key.shared_names(group[key.follows])})
+            values[gid] = mine
+        return values
+
+    def holds(values: dict[str, dict]) -> bool:
+        return all(
+            _holds(group[gid].accept, mine, refusals) and (differs is None or differs(gid, mine))
+            for gid, mine in values.items()
+        )
+
+    names = ", ".join(name for key in group.values() for name in key.names)
+    return _first(once, holds, rng, tries=MAX_REDRAWS, what=f"the draw of {names}", why=refusals)
+
+
 def scaled(args: tuple, factor: int) -> tuple:
     """`args` with every int (not bool) multiplied by `factor`, inside nested tuples too.
 
@@ -199,6 +265,11 @@ class Key:
         reference: function: (*args) -> the right result (a number or a tuple of numbers).
         cases: function: the inputs the text's problem uses; grading adds two drawn at random.
         check: how a JAX question is probed and judged.
+        follows: the grade_id of an earlier question of the same assignment whose numbers this one
+            takes up ("the model of Q1"): a class's draw takes the numbers it `shares` from that
+            question's draw (`draw_linked`), so the two statements never disagree.
+        shares: the parameters taken from `follows`; None: every parameter both questions have;
+            `()`: none (the statement refers to the other question's method, not its numbers).
     """
 
     kind: str
@@ -213,25 +284,29 @@ class Key:
     reference: Callable[..., object] | None = None
     cases: tuple[tuple, ...] = ()
     check: JaxCheck | None = None
+    follows: str | None = None
+    shares: tuple[str, ...] | None = None
 
     def drawn(self, rng: random.Random, *, differs: Callable[[dict], bool] | None = None) -> dict:
         """A class's values: `params` updated by `draw(rng)`, drawn again until `accept` holds.
 
         `differs`, when given, must hold too (`exercises/variants.py` asks that every answer move
         from the text's); an error it raises is raised. At most `MAX_REDRAWS` draws; then a
-        `ValueError` names the question.
+        `ValueError` names the question. A question that `follows` another is drawn with it (`draw_linked`).
         """
-        draw, refusals = self.draw, []
-        if draw is None:
-            raise ValueError(f"draw=None: {self.names} has no numbers to draw; allowed: a key with params")
-        return _first(
-            lambda r: {**self.params, **draw(r)},
-            lambda values: _holds(self.accept, values, refusals) and (differs is None or differs(values)),
-            rng,
-            tries=MAX_REDRAWS,
-            what=f"the draw of {', '.join(self.names)}",
-            why=refusals,
-        )
+        if self.draw is None or self.follows is not None:
+            raise ValueError(
+                f"draw={self.draw!r}, follows={self.follows!r}: {self.names} is not drawn alone; "
+                "allowed: a key with its own draw that follows no other (else `draw_linked`)"
+            )
+        check = None if differs is None else lambda _gid, values: differs(values)
+        return draw_linked({"": self}, rng, differs=check)[""]
+
+    def shared_names(self, base: Key) -> tuple[str, ...]:
+        """The parameters this question takes from `base`, the question it `follows`."""
+        if self.shares is not None:
+            return self.shares
+        return tuple(name for name in self.params if name in base.params)
 
     def answer(self, values: dict | None = None):
         """The expected answer of a value or choice question, for `values` (the text's by default)."""
@@ -275,10 +350,12 @@ def value(
     expected: Callable[..., object],
     *,
     params: dict[str, int | float | str],
-    draw: Callable[[random.Random], dict],
+    draw: Callable[[random.Random], dict] | None = None,
     accept: Callable[[dict], bool] | None = None,
     also: tuple[Callable[..., object], ...] = (),
     rel_tol: float = 0.01,
+    follows: str | None = None,
+    shares: tuple[str, ...] | None = None,
 ) -> Key:
     """A value question: the answer cell assigns a number to each of `names` (one name, or a tuple of them).
 
@@ -289,20 +366,22 @@ def value(
         params: the numbers the statement gives, as the text gives them (name -> int, float or str):
             `expected` takes them as keywords and the source notebook's templates print them
             (`exercises/variants.py`).
-        draw: (random.Random) -> {param: value}: a class's own numbers, plain choices.
+        draw: (random.Random) -> {param: value}: a class's own numbers, plain choices; None only for a
+            question that `follows` another and draws nothing of its own.
         accept: {param: value} -> bool: the condition a class's numbers must meet (a clear answer, a
             model that fits its chip); `Key.drawn` draws again until it holds, and a `ValueError` it
             raises refuses the values too.
         also: other models the text itself uses, each read as `expected`: an answer that matches one of
             them in every name is right too (the statement says so).
         rel_tol: the relative tolerance; the statement says it in the words of `build.TOLERANCE_WORDS`.
+        follows, shares: the earlier question whose numbers this one takes up, and which (`Key.follows`).
 
     Raises:
-        ValueError: a parameter that is not an int, float or str.
+        ValueError: a parameter that is not an int, float or str; no `draw` and no `follows`.
     """
     names = (names,) if isinstance(names, str) else tuple(names)
     answers = (_by_name(names, expected, "expected"), *(_by_name(names, m, f"also[{i}]") for i, m in enumerate(also)))
-    numbers = _numbers(params, draw, accept)
+    numbers = _numbers(params, draw, accept, follows, shares)
     return Key(kind="value", names=names, rel_tol=rel_tol, expected=answers[0], also=answers[1:], **numbers)
 
 
@@ -340,24 +419,27 @@ def choice(
     params: dict[str, int | float | str] | None = None,
     draw: Callable[[random.Random], dict] | None = None,
     accept: Callable[[dict], bool] | None = None,
+    follows: str | None = None,
+    shares: tuple[str, ...] | None = None,
 ) -> Key:
     """A choice question: the answer cell assigns `name` one of `choices`.
 
     Args:
         answer: the right string; for a question with numbers, (**params) -> it.
         choices: the allowed strings, two or more.
-        params, draw, accept: a question with numbers takes them as `value` does; the text's one
-            question takes none.
+        params, draw, accept, follows, shares: a question with numbers takes them as `value` does;
+            the text's one question takes none.
 
     Raises:
-        ValueError: fewer than two choices; `params` without `draw`, or `draw` or `accept` without `params`.
+        ValueError: fewer than two choices; `params` without `draw` or `follows`, or `draw`, `accept` or
+            `follows` without `params`.
     """
     if len(choices) < 2:
         raise ValueError(f"choices={choices!r}: {name} needs two or more; allowed: a tuple of str")
-    if params is None and (draw, accept) != (None, None):
+    if params is None and (draw, accept, follows) != (None, None, None):
         raise ValueError(f"params=None: {name} draws numbers; allowed: the statement's params beside its draw")
     expected = (lambda: answer) if isinstance(answer, str) else answer
-    numbers = {} if params is None else _numbers(params, draw, accept)
+    numbers = {} if params is None else _numbers(params, draw, accept, follows, shares)
     return Key(kind="choice", names=(name,), expected=expected, choices=tuple(choices), **numbers)
 
 
@@ -386,14 +468,18 @@ def _by_name(names: tuple[str, ...], model: Callable[..., object], arg: str) -> 
     return answer
 
 
-def _numbers(params: dict, draw: Callable | None, accept: Callable | None) -> dict:
+def _numbers(
+    params: dict, draw: Callable | None, accept: Callable | None, follows: str | None, shares: tuple[str, ...] | None
+) -> dict:
     """The fields of a question with numbers, each parameter an int, float or str (what a template prints)."""
-    if draw is None:
-        raise ValueError(f"draw=None: params {sorted(params)} need a class's draw; allowed: a callable of an rng")
+    if draw is None and follows is None:
+        raise ValueError(
+            f"draw=None: params {sorted(params)} need a class's draw; allowed: a callable of an rng, or `follows`"
+        )
     for name, number in params.items():
         if type(number) not in (int, float, str):
             raise ValueError(f"params[{name!r}]={number!r}: allowed: an int, float or str")
-    return {"params": dict(params), "draw": draw, "accept": accept}
+    return {"params": dict(params), "draw": draw, "accept": accept, "follows": follows, "shares": shares}
 
 
 def keys_for(assignment: str) -> dict[str, Key]:

@@ -248,8 +248,9 @@ def _draw_ring(r: random.Random) -> dict:
     return {"tpu": tpu, "line_len": line_len, "src": r.randrange(1, line_len - 1)}
 
 
-MATRIX = {"params": {"tpu": "tpu-v5e", "side_k": 128}, "draw": _draw_matrix, "accept": _fits_matrix}  # problem 2.6
+# Problem 2.6: one matrix on one slice; Q6a draws it, and the other parts take up its chip and matrix.
 PIPELINE_NUMBERS = {"params": {"tpu": "tpu-v5e", "side_k": 128, "batch": 8}, "draw": _draw_pipeline}
+MATRIX = {"params": {"tpu": "tpu-v5e", "side_k": 128}}
 
 KEYS = {
     "ch02_q0a_mxu_clock": function("clock_hz", _clock, CLOCK_CASES),
@@ -309,11 +310,11 @@ KEYS = {
         params={"tpu": "tpu-v6e", "pcie_bytes_per_s": PCIE_GIVEN_BYTES_PER_S},
         draw=_draw_pcie,
     ),
-    "ch02_q3b_pcie_min_d": value(
+    "ch02_q3b_pcie_min_d": value(  # the matmul of Q3a, on its chip and link
         "pcie_min_d",
         _pcie_min_d,
         params={"tpu": "tpu-v6e", "pcie_bytes_per_s": PCIE_GIVEN_BYTES_PER_S},
-        draw=_draw_pcie,
+        follows="ch02_q3a_pcie_batch",
     ),
     "ch02_q3c_pcie_batch_exact": function(
         "pcie_batch_exact_tokens",
@@ -339,7 +340,8 @@ KEYS = {
         "vmem_batch_tokens",
         _int8_critical,
         params={"tpu": "tpu-v5e", "d": W_SHAPE[1], "f": W_SHAPE[0], "vmem_over_hbm": VMEM_OVER_HBM},
-        draw=pick(_draw_int8_matmul, vmem_over_hbm=(10, 16, 22, 32)),
+        draw=pick(vmem_over_hbm=(10, 16, 22, 32)),
+        follows="ch02_q4b_hbm_batch",  # Q4b's matmul and chip, out of VMEM
     ),
     "ch02_q5_ici_transfer": value(
         ("first_byte_s", "transfer_s"),
@@ -358,11 +360,12 @@ KEYS = {
     "ch02_q6b_bounds": value(
         ("total_lower_s", "total_upper_s"),
         lambda **v: (max(_pipeline(**v)), sum(_pipeline(**v))),
-        **PIPELINE_NUMBERS,
+        params=PIPELINE_NUMBERS["params"],
+        follows="ch02_q6a_pipeline",
     ),
-    "ch02_q6c_route": choice("faster_route", _route, ("ici", "dcn"), **MATRIX),
-    "ch02_q6d_dcn_route": value("dcn_route_s", _dcn_route_s, **MATRIX),
-    "ch02_q6e_allgather": value("allgather_s", _allgather_s, **MATRIX),
+    "ch02_q6c_route": choice("faster_route", _route, ("ici", "dcn"), **MATRIX, follows="ch02_q6a_pipeline"),
+    "ch02_q6d_dcn_route": value("dcn_route_s", _dcn_route_s, **MATRIX, follows="ch02_q6c_route"),
+    "ch02_q6e_allgather": value("allgather_s", _allgather_s, **MATRIX, follows="ch02_q6a_pipeline"),
     "ch02_q7a_send_to_last": program(
         "send_to_last",
         cases=((4, 8), (2, 16)),

@@ -72,14 +72,21 @@ def _problem_3_2(tpu: str, x: int, y: int, z: int, b: int, d: int) -> tuple[coll
 
 
 def _key_3_2(name: str, step: int):
-    """Problem 3.2's `step`: its time with the ring's (N - 1) / N, or (the text's model) by its rule of thumb."""
+    """Problem 3.2's `step`: its time with the ring's (N - 1) / N, or (the text's model) by its rule of thumb.
+
+    The three steps are one problem on one slice: the first draws it, the others take it up."""
+    numbers = (
+        {"draw": pick(_draw_3d_mesh, b=(256, 512, 2048, 4096), d=(2048, 8192, 16384))}
+        if step == 0
+        else {"follows": "ch03_q2a_gather_x"}
+    )
     return value(
         name,
         lambda **v: _problem_3_2(**v)[step].total_s,
         also=(lambda **v: _problem_3_2(**v)[step].rule_of_thumb_s,),
         rel_tol=0.02,
         params={"tpu": "tpu-v4", "x": 4, "y": 4, "z": 4, "b": 1024, "d": 4096},  # a v4 4x4x4 cube
-        draw=pick(_draw_3d_mesh, b=(256, 512, 2048, 4096), d=(2048, 8192, 16384)),
+        **numbers,
     )
 
 
@@ -177,6 +184,8 @@ P35 = {
     ),
     "accept": _one_split_fastest,
 }
+# Q5b to Q5d: the matmul and slice of Q5a.
+P35_AGAIN = {"params": P35["params"], "follows": "ch03_q5a_min_latency_dim"}
 
 # --- problem 3.6: three shardings on a 2D slice without wraparound -----------------------------------------
 
@@ -208,6 +217,8 @@ P36 = {
     "params": {"tpu": "tpu-v5e", "x": 4, "y": 4, "i": 8192, "j": 8192, "k": 32768},  # a v5e 4x4
     "draw": pick(_draw_2d_mesh, i=(4096, 8192, 16384), j=(4096, 8192, 16384), k=(16384, 32768, 65536)),
 }
+# Q6b to Q6e: the slice and sizes of Q6a.
+P36_AGAIN = {"params": P36["params"], "follows": "ch03_q6a_main_collective"}
 
 # --- problem 3.7: an MLP block on a 2D slice without wraparound ---------------------------------------------
 
@@ -262,6 +273,8 @@ P37 = {
     # the MLP's weights per chip fit well within the chip's HBM (a quarter of it)
     "accept": lambda v: _mlp_weight_bytes(**v) < get_chip(v["tpu"]).hbm_bytes / 4,
 }
+# Q7b to Q7f: the MLP and slice of Q7a.
+P37_AGAIN = {"params": P37["params"], "follows": "ch03_q7a_weight_bytes"}
 
 # --- problem 3.9: gather-then-multiply against multiply-then-reduce-scatter --------------------------------
 
@@ -344,19 +357,23 @@ KEYS = {
         # a bandwidth-bound AllGather: the bandwidth time at least 3 times the latency
         accept=lambda v: _gather_y(**v).bandwidth_s >= 3 * _gather_y(**v).latency_s,
     ),
-    "ch03_q0c_gather_small": value(
+    "ch03_q0c_gather_small": value(  # Q0b's chip and mesh, a smaller array
         "gather_small_s",
         lambda **v: _gather_y(**v).total_s,
         params=P0C,
-        draw=pick(_draw_2d_mesh, e=(64, 128, 256, 512), f=(128, 256, 512, 1024)),
+        draw=pick(e=(64, 128, 256, 512), f=(128, 256, 512, 1024)),
+        follows="ch03_q0b_gather_big",
+        shares=("tpu", "x", "y"),
     ),
-    "ch03_q0d_small_bound": choice(
+    "ch03_q0d_small_bound": choice(  # the same chip and mesh, an array of its own
         "gather_small_bound",
         lambda **v: _gather_y(**v).bound,
         ("latency", "bandwidth"),
         params=P0C,
-        draw=pick(_draw_2d_mesh, e=(64, 128, 256, 512), f=(128, 256, 512, 1024, 2048)),  # both sides of the crossover
+        draw=pick(e=(64, 128, 256, 512), f=(128, 256, 512, 1024, 2048)),  # both sides of the crossover
         accept=lambda v: _clear_of_crossover(_gather_y(**v)),
+        follows="ch03_q0c_gather_small",
+        shares=("tpu", "x", "y"),
     ),
     "ch03_q0e_latency_bytes": value(
         "latency_bound_below_bytes",
@@ -390,13 +407,15 @@ KEYS = {
         # a vector small enough that every slice's gather is latency-bound
         draw=pick(_draw_3d_mesh, b=(64, 128, 256, 512, 1024)),
     ),
-    "ch03_q3b_small_bound": choice(
+    "ch03_q3b_small_bound": choice(  # Q3a's slice, a vector of its own
         "small_gather_bound",
         lambda **v: _problem_3_3(**v).bound,
         ("latency", "bandwidth"),
         params=P33,
-        draw=pick(_draw_3d_mesh, b=(128, 1024, 2**14, 2**17, 2**19, 2**21)),
+        draw=pick(b=(128, 1024, 2**14, 2**17, 2**19, 2**21)),
         accept=lambda v: _clear_of_crossover(_problem_3_3(**v)),
+        follows="ch03_q3a_small_gather",
+        shares=("tpu", "x", "y", "z"),
     ),
     "ch03_q4a_strategy_times": function(
         "strategy_times_s",
@@ -417,37 +436,40 @@ KEYS = {
         _strategy_2_wins_d,
         also=(lambda **v: _strategy_2_wins_d(**v, text=True),),
         params={"tpu": "tpu-v5p", "x": 16, "f": 32768},
-        draw=pick(_draw_ring, f=GROWING),
+        follows="ch03_q4b_comms_bound_batch",  # Q4b's ring and F
     ),
     "ch03_q4d_better_strategy": choice(
         "better_strategy",
         lambda **v: "strategy_1" if _strategy_totals(**v)[0] < _strategy_totals(**v)[1] else "strategy_2",
         ("strategy_1", "strategy_2"),
         params={"tpu": "tpu-v5p", "x": 16, "b": 128, "d": 8192, "f": 32768},
-        draw=pick(_draw_ring, b=(64, 128, 512, 2048, 8192), d=(4096, 8192, 16384), f=(16384, 32768, 65536)),
+        draw=pick(b=(64, 128, 512, 2048, 8192)),
         accept=_strategies_differ,
+        follows="ch03_q4b_comms_bound_batch",  # Q4b's ring, D and F, at a batch of its own
     ),
     "ch03_q5a_min_latency_dim": choice("min_latency_dim", _fastest_35, tuple(SPLITS35), **P35),
-    "ch03_q5b_min_latency_s": value("min_latency_s", lambda **v: _plan_35(_fastest_35(**v), **v).time_lower_s, **P35),
-    "ch03_q5c_flops_per_chip": value(
-        "flops_per_chip", lambda **v: _plan_35(_fastest_35(**v), **v).matmul.flops, rel_tol=1e-6, **P35
+    "ch03_q5b_min_latency_s": value(
+        "min_latency_s", lambda **v: _plan_35(_fastest_35(**v), **v).time_lower_s, **P35_AGAIN
     ),
-    "ch03_q5d_contracting_s": value("contracting_split_s", lambda **v: _plan_35("D", **v).time_lower_s, **P35),
+    "ch03_q5c_flops_per_chip": value(
+        "flops_per_chip", lambda **v: _plan_35(_fastest_35(**v), **v).matmul.flops, rel_tol=1e-6, **P35_AGAIN
+    ),
+    "ch03_q5d_contracting_s": value("contracting_split_s", lambda **v: _plan_35("D", **v).time_lower_s, **P35_AGAIN),
     "ch03_q6a_main_collective": choice(
         "main_collective", lambda **v: _collective_36("main", **v), COLLECTIVES36, **P36
     ),
-    "ch03_q6b_main_times": value(("main_comms_s", "main_math_s"), lambda **v: _times_36("main", **v), **P36),
+    "ch03_q6b_main_times": value(("main_comms_s", "main_math_s"), lambda **v: _times_36("main", **v), **P36_AGAIN),
     "ch03_q6c_part1_collective": choice(
-        "part1_collective", lambda **v: _collective_36("part1", **v), COLLECTIVES36, **P36
+        "part1_collective", lambda **v: _collective_36("part1", **v), COLLECTIVES36, **P36_AGAIN
     ),
-    "ch03_q6d_part1_times": value(("part1_comms_s", "part1_math_s"), lambda **v: _times_36("part1", **v), **P36),
-    "ch03_q6e_part2_math": value("part2_math_s", lambda **v: _times_36("part2", **v)[1], **P36),
+    "ch03_q6d_part1_times": value(("part1_comms_s", "part1_math_s"), lambda **v: _times_36("part1", **v), **P36_AGAIN),
+    "ch03_q6e_part2_math": value("part2_math_s", lambda **v: _times_36("part2", **v)[1], **P36_AGAIN),
     "ch03_q7a_weight_bytes": value("weight_bytes_per_chip", _mlp_weight_bytes, rel_tol=1e-6, **P37),
-    "ch03_q7b_shard_dim": choice("weight_split_dim", _mlp_best_dim, ("D", "F"), **P37),
-    "ch03_q7c_mlp_comms": value("mlp_comms_s", lambda **v: _mlp_times(**v)[0], **P37),
-    "ch03_q7d_mlp_math": value("mlp_math_s", lambda **v: _mlp_times(**v)[1], **P37),
-    "ch03_q7e_weight_load": value("weight_load_s", _mlp_weight_load_s, **P37),
-    "ch03_q7f_mlp_bound": choice("mlp_bound", _mlp_bound, ("compute", "ici", "hbm"), **P37),
+    "ch03_q7b_shard_dim": choice("weight_split_dim", _mlp_best_dim, ("D", "F"), **P37_AGAIN),
+    "ch03_q7c_mlp_comms": value("mlp_comms_s", lambda **v: _mlp_times(**v)[0], **P37_AGAIN),
+    "ch03_q7d_mlp_math": value("mlp_math_s", lambda **v: _mlp_times(**v)[1], **P37_AGAIN),
+    "ch03_q7e_weight_load": value("weight_load_s", _mlp_weight_load_s, **P37_AGAIN),
+    "ch03_q7f_mlp_bound": choice("mlp_bound", _mlp_bound, ("compute", "ici", "hbm"), **P37_AGAIN),
     "ch03_q8_all_to_all": program(
         "rows_to_columns",
         cases=((2, 3), (4, 1)),

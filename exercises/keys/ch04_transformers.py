@@ -223,18 +223,20 @@ KEYS = {
         ((8, 4096, 8192, 128256), (1, 1, 4096, 32000), (3, 100, 7, 11)),
     ),
     "ch04_q1a_params": value("params_q1", lambda **m: _q1_model(**m).param_count(), rel_tol=1e-3, **Q1_NUMBERS),
+    # problem 4.1 is one model: Q1b and Q1c take up the one Q1a draws
     "ch04_q1b_attention_share": value(
         "attention_share_q1",
         lambda **m: _attention_share("all", **m),
         also=(lambda **m: _attention_share("layers", **m),),
-        **Q1_NUMBERS,
+        params=Q1_PARAMS,
+        follows="ch04_q1a_params",
     ),
     "ch04_q1c_kv_bytes": value(
         "kv_bytes_per_token_q1",
         lambda layers, d, h: _mha(layers, d, h=h).kv_cache_bytes_per_token("int8"),
         rel_tol=1e-3,
         params={"layers": Q1.n_layers, "d": Q1.d_model, "h": Q1.head_dim},
-        draw=lambda r: {k: v for k, v in _draw_q1_model(r).items() if k in ("layers", "d", "h")},
+        follows="ch04_q1a_params",
     ),
     "ch04_q2_sharded_flops": function(
         "sharded_matmul_flops",

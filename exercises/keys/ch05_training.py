@@ -200,7 +200,7 @@ KEYS = {
         ((4, 16), (8, 8), (2, 1), (16, 64)),
     ),
     "ch05_q1_params": value(
-        "params_13b",
+        "params_q1",
         _text_params,
         params={"layers": L13.n_layers, "d": L13.d_model, "f": L13.d_ff, "v": L13.vocab_size},
         draw=pick(
@@ -219,7 +219,12 @@ KEYS = {
     "ch05_q3a_pure_dp": choice("pure_dp", "no, memory", WHY_NOT),
     "ch05_q3b_fsdp": value(("fsdp_bytes_per_chip", "fsdp_min_batch_tokens"), _fsdp_5_3, **P53),
     "ch05_q3c_pure_fsdp": choice("pure_fsdp", "no, communication", WHY_NOT),
-    "ch05_q3d_mixed": value(("mixed_13b_batch_per_chip", "mixed_fsdp_degree", "step_seconds"), _mixed_5_3, **P53),
+    "ch05_q3d_mixed": value(  # the model, batch and slice of Q3b
+        ("mixed_batch_per_chip_q3d", "mixed_fsdp_degree", "step_seconds"),
+        _mixed_5_3,
+        params=P53["params"],
+        follows="ch05_q3b_fsdp",
+    ),
     "ch05_q4a_one_million": choice("compute_bound_1m", _schemes(1, 16), SCHEMES),
     "ch05_q4b_ten_million": choice("compute_bound_10m", _schemes(10, 16), SCHEMES),
     "ch05_q5_fsdp_forward": program(
@@ -261,7 +266,7 @@ PRINTED = {
     "ch05_q0e_max_tp": {"max_tp_degree": 11},  # "Y > n_axes * F / 2550 ~ n_axes * 11" for LLaMA-3 70B, one axis
     "ch05_q0h_dcn_batch": {"dcn_batch_per_pod": 76000},
     "ch05_q0i_zero_memory": {"zero0_bytes": 120e9, "zero1_bytes": 31.4e9, "zero2_bytes": 16.6e9, "zero3_bytes": 1.9e9},
-    "ch05_q1_params": {"params_13b": 13.1e9},
+    "ch05_q1_params": {"params_q1": 13.1e9},
     "ch05_q2_memory": {"weights_optimizer_bytes": 130e9, "activation_bytes": 42e12},
     "ch05_q3a_pure_dp": {"pure_dp": "no, memory"},
     # its "almost exactly 8e12 = 8TB" over the 16x16x16 slice's 4096 chips, and its "850 * 4096 = 3.48M" tokens

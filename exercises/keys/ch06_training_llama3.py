@@ -55,6 +55,12 @@ def _draw_count(r: random.Random) -> dict:
     return {**preset_sizes(MODELS[r.choice(sorted(MODELS))]), "tokens_t": r.choice((2.0, 4.0, 9.0, 12.0, 18.0, 36.0))}
 
 
+def _draw_named_count(r: random.Random) -> dict:
+    """A named model's sizes (problem 6.2's, whose name Q9b takes up with its parameter count)."""
+    model = _model_choice(r)
+    return {**model, **preset_sizes(MODELS[model["model"]]), "tokens_t": r.choice((2.0, 4.0, 9.0, 12.0, 18.0, 36.0))}
+
+
 # ---- Q2, Q3: days on a pod, MFU for a deadline -----------------------------------------------------
 
 
@@ -144,7 +150,10 @@ def _fsdp_tp(tpu: str, alpha: float, sequences: int, seq_len: int, f: int) -> tu
     return (_mixed_floor(chip, f), window[1])
 
 
-def _pods(model: str, n_params: int, tpu: str, pods: int, sequences: int, seq_len: int, tokens_t: float, mfu: float):
+def _pods(
+    model: str, n_params: int, f: int, tpu: str, pods: int, sequences: int, seq_len: int, tokens_t: float, mfu: float
+):
+    """Exercise 6.1's tokens per chip and days; `f`, the model's MLP width, is Q8b's (`_bound`)."""
     n_chips = pods * get_chip(tpu).chips_per_pod
     return (sequences * seq_len / n_chips, _run(model, tpu, n_chips, tokens_t, mfu).days)
 
@@ -173,14 +182,25 @@ def _big_pods(
 
 
 def _draw_big_pods(r: random.Random) -> dict:
+    """The chips of exercise 6.2(b); the model and its tokens are Q9a's."""
+    tpu = r.choice(TPUS_3D)
+    return {"tpu": tpu, "alpha": _alpha(tpu), "pods": r.choice((2, 4, 16)), "mfu": r.choice((0.3, 0.5))}
+
+
+def _draw_four_pods(r: random.Random) -> dict:
+    """Exercise 6.1: a model (its MLP width for Q8b too), its pods and its batch."""
     model = _model_choice(r)
     return {
         **model,
         "f": _named(model["model"]).d_ff,
-        **{"tpu": (tpu := r.choice(TPUS_3D)), "alpha": _alpha(tpu)},
-        "pods": r.choice((2, 4, 16)),
-        "tokens_t": r.choice((2.0, 9.0, 18.0)),
-        "mfu": r.choice((0.3, 0.5)),
+        **pick(
+            tpu=TPUS_3D,
+            pods=(2, 3, 6, 8, 16),
+            sequences=(512, 2048, 4096, 8192),
+            seq_len=(2048, 4096, 8192),
+            tokens_t=(2.0, 9.0, 18.0),
+            mfu=(0.3, 0.5),
+        )(r),
     }
 
 
@@ -223,20 +243,22 @@ KEYS = {
         params=TEXT_MEMORY,
         draw=_draw_memory,
     ),
-    "ch06_q4b_fewest_chips": value(
+    "ch06_q4b_fewest_chips": value(  # the step of Q4a, on chips of its own
         ("fewest_chips", "days_on_fewest"),
         _fewest,
         also=(lambda **p: _fewest(grads=False, **p), lambda tpu, **p: _fewest(text_chip(tpu), grads=False, **p)),
         rel_tol=0.02,  # the text rounds N to 70e9 (0.8 %) before its 1,752 days
         params={**TEXT_MEMORY, "tpu": "tpu-v5p", "tokens_t": 15.0, "mfu": 0.4},
-        draw=pick(_draw_memory, tpu=TPUS, tokens_t=(2.0, 4.0, 9.0, 18.0), mfu=(0.3, 0.5, 0.6)),
+        draw=pick(tpu=TPUS, tokens_t=(2.0, 4.0, 9.0, 18.0), mfu=(0.3, 0.5, 0.6)),
+        follows="ch06_q4a_memory",
     ),
-    "ch06_q4c_pod_memory": value(
+    "ch06_q4c_pod_memory": value(  # the step of Q4a, on a pod of its own
         "pod_memory_per_chip_bytes",
         _pod_memory,
         also=(lambda **p: _pod_memory(grads=False, **p),),
         params={**TEXT_MEMORY, "tpu": "tpu-v5p"},
-        draw=pick(_draw_memory, tpu=TPUS_3D),
+        draw=pick(tpu=TPUS_3D),
+        follows="ch06_q4a_memory",
     ),
     "ch06_q5_fsdp_alone": value(
         ("tokens_per_chip", "fsdp_floor_tokens"), _fsdp_alone, params=TEXT_POD, draw=_draw_tpu_batch
@@ -245,8 +267,9 @@ KEYS = {
         ("mixed_floor_tokens", "fsdp_degree_high"),
         _fsdp_tp,
         params={**TEXT_POD, "f": LLAMA70["f"]},
-        draw=pick(_draw_tpu_batch, f=WIDTHS),
+        draw=pick(f=WIDTHS),
         accept=lambda v: bool(_fsdp_tp(**v)),  # a ValueError (no compute-bound FSDP degree) refuses
+        follows="ch06_q5_fsdp_alone",  # the pod and batch of Q5
     ),
     "ch06_q7_dcn": value(
         "dcn_floor_tokens_per_pod",
@@ -258,32 +281,36 @@ KEYS = {
     "ch06_q8a_four_pods": value(
         ("chip_batch_tokens", "days_on_pods"),
         _pods,
-        params={**TEXT_RUN, "tpu": "tpu-v5p", "pods": 4, "sequences": SEQUENCES, "seq_len": SEQ_LEN, "mfu": 0.4},
-        draw=pick(
-            _model_choice,
-            tpu=TPUS_3D,
-            pods=(2, 3, 6, 8, 16),
-            sequences=(512, 2048, 4096, 8192),
-            seq_len=(2048, 4096, 8192),
-            tokens_t=(2.0, 9.0, 18.0),
-            mfu=(0.3, 0.5),
-        ),
+        params={
+            **TEXT_RUN,
+            "f": LLAMA70["f"],
+            "tpu": "tpu-v5p",
+            "pods": 4,
+            "sequences": SEQUENCES,
+            "seq_len": SEQ_LEN,
+            "mfu": 0.4,
+        },
+        draw=_draw_four_pods,
     ),
-    "ch06_q8b_four_pods_bound": choice(
+    "ch06_q8b_four_pods_bound": choice(  # exercise 6.1 again: Q8a's pods, batch and model's F
         "bound",
         _bound,
         BOUNDS,
         params={"tpu": "tpu-v5p", "pods": 4, "sequences": SEQUENCES, "seq_len": SEQ_LEN, "f": LLAMA70["f"]},
-        draw=pick(
-            tpu=TPUS_3D,
-            pods=(2, 4, 8, 16, 64),
-            sequences=(256, 1024, 4096, 16384),
-            seq_len=(2048, 4096, 8192),
-            f=WIDTHS,
-        ),
+        follows="ch06_q8a_four_pods",
     ),
-    "ch06_q9a_405b_count": value(
-        tuple(f"{name}_q9" for name in COUNT), _count, params={**LLAMA405, "tokens_t": 15.0}, draw=_draw_count
+    "ch06_q9a_405b_count": value(  # counted as Q1's model is (its method, not its numbers)
+        tuple(f"{name}_q9" for name in COUNT),
+        lambda model, n_params, tokens_t, **sizes: _count(tokens_t, **sizes),
+        params={
+            "model": "LLaMA 3.1 405B",
+            "n_params": _named("LLaMA 3.1 405B").param_count(),
+            **LLAMA405,
+            "tokens_t": 15.0,
+        },
+        draw=_draw_named_count,
+        follows="ch06_q1_count",
+        shares=(),
     ),
     "ch06_q9b_405b_pods": value(
         ("days_on_pods_big", "batch_needed_tokens"),
@@ -299,6 +326,8 @@ KEYS = {
             "mfu": 0.4,
         },
         draw=_draw_big_pods,
+        follows="ch06_q9a_405b_count",  # exercise 6.2 again: Q9a's model and tokens
+        shares=("model", "n_params", "f", "tokens_t"),
     ),
     "ch06_q10_fsdp_mlp": program(
         "fsdp_mlp",

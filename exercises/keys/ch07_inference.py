@@ -147,7 +147,8 @@ def _decode_reference(arrays, n: int, pos: int):
     return np.einsum("bs,bsh->bh", p / p.sum(axis=1, keepdims=True), values)
 
 
-MOE = {"params": {**MODEL_PARAMS, "e": 16, "top_k": 2}, "draw": pick(_draw_model, e=(8, 16, 32, 64), top_k=(1, 2, 4))}
+# Problems 7.1 to 7.6 are about one model: Q1 draws it, Q2, Q3 and Q5 take it up, Q6 takes up Q5's experts.
+MOE = {"params": {**MODEL_PARAMS, "e": 16, "top_k": 2}}
 V5E_TEXT = text_chip("tpu-v5e")  # the text's 16 GB of 1e9 bytes per chip
 
 KEYS = {
@@ -172,15 +173,17 @@ KEYS = {
             small=(1, 2, 4, 8),
             big=(256, 512, 1024),
         ),
+        # as the solution says: the large batch's matmuls outlast the weight read (int8 weights, bf16 FLOPs)
+        accept=lambda v: v["big"] > roofline.critical_intensity(v["tpu"]) / 2,
     ),
     "ch07_q0c_kv_13b": value(
-        "kv_cache_bytes_13b",
+        "kv_cache_bytes_q0c",
         _kv_13b,
         params={"layers": 40, "k": 40, "h": 128, "seq": 8192},
         draw=pick(layers=(32, 40, 48, 80), k=(1, 8, 20, 40), seq=(4096, 8192, 32768)),
     ),
     "ch07_q0d_serving_13b": value(
-        ("max_batch_13b", "step_time_batch1_13b_s", "tokens_per_s_at_max_13b"),
+        ("max_batch_q0d", "step_time_batch1_q0d_s", "tokens_per_s_at_max_q0d"),
         _serving_table,
         also=(lambda **v: _serving_table(**v, chip=V5E_TEXT),),
         rel_tol=0.02,
@@ -190,6 +193,8 @@ KEYS = {
         accept=lambda v: (
             inference.max_batch(DENSE_MODELS[v["model"]], "tpu-v5e", v["chips"], context_len=v["context"]) > 0
         ),
+        follows="ch07_q0b_pop_quiz",  # its step time by Q0b's estimate, none of Q0b's numbers
+        shares=(),
     ),
     "ch07_q1_params_kv": value(
         ("params_71", "kv_bytes_per_token_71"),
@@ -209,8 +214,10 @@ KEYS = {
         _max_batches,
         also=(lambda **v: _max_batches(**v, chip=V5E_TEXT),),
         params={**MODEL_PARAMS, "context": 8192},
-        draw=pick(_draw_model, context=(2048, 4096, 8192)),
-        accept=lambda v: _max_batches(**v)[0] > 0,
+        draw=pick(context=(2048, 4096, 8192)),
+        # the model has more than one KV head (else it is its own MQA) and its slice holds one sequence
+        accept=lambda v: v["k"] > 1 and _max_batches(**v)[0] > 0,
+        follows="ch07_q1_params_kv",
     ),
     "ch07_q3_weight_load": value(
         "weight_load_s",
@@ -220,13 +227,15 @@ KEYS = {
             ).t_weights
         ),
         params=MODEL_PARAMS,
-        draw=_draw_model,
+        follows="ch07_q1_params_kv",
     ),
     "ch07_q5_moe": value(
         ("moe_params", "moe_critical_batch", "moe_kv_bytes_per_token", "moe_flops_per_token"),
         _moe,
         also=(lambda **v: _moe(**v, ridge=240),),  # the text's v5e ridge, 240 FLOPs per byte
         **MOE,
+        draw=pick(e=(8, 16, 32, 64), top_k=(1, 2, 4)),
+        follows="ch07_q1_params_kv",
     ),
     "ch07_q6_expert_sharding": value(
         ("expert_load_s", "free_hbm_per_chip_bytes", "smallest_slice_chips"),
@@ -234,6 +243,7 @@ KEYS = {
         also=(lambda **v: _expert_sharding(**v, chip=V5E_TEXT),),
         accept=lambda v: _expert_sharding(**v)[1] > 0,
         **MOE,
+        follows="ch07_q5_moe",
     ),
     "ch07_q7_two_d_sharding": function(
         "chips_for_2d_to_win",
@@ -284,9 +294,9 @@ PRINTED = {
         "critical_batch_int8": 240,
     },
     "ch07_q0b_pop_quiz": {"step_time_small_s": 2.5e-3, "step_time_big_s": 21e-3},
-    "ch07_q0c_kv_13b": {"kv_cache_bytes_13b": 6.7e9},
+    "ch07_q0c_kv_13b": {"kv_cache_bytes_q0c": 6.7e9},
     # the text's table: batch 16 is the last that fits; 4.98 ms at batch 1; 787.99 tokens/s at batch 16
-    "ch07_q0d_serving_13b": {"max_batch_13b": 16, "step_time_batch1_13b_s": 4.98e-3, "tokens_per_s_at_max_13b": 787.99},
+    "ch07_q0d_serving_13b": {"max_batch_q0d": 16, "step_time_batch1_q0d_s": 4.98e-3, "tokens_per_s_at_max_q0d": 787.99},
 }
 UNPRINTED = {
     "ch07_q1_params_kv": "the text prints the parameter count (18.4e9, accepted) but not the KV bytes per token",

@@ -94,6 +94,14 @@ def _small_slices(chips_small: int, chips_big: int, batch: int, context: int, **
     return (small.t_lower, small.tokens_per_s_per_chip, _step(model, chip, chips_big, batch, context, "int8").t_lower)
 
 
+def _small_slice_holds(chips_small: int, batch: int, context: int, **m) -> bool:
+    """Q0d's premises: its smaller slice holds the weights and caches (int8), and the batch is below the
+    critical batch of int8 weights with bf16 FLOPs, so that the weight read sets the step (its solution)."""
+    model = _named(**m)
+    fits = inference.min_chips(model, "tpu-v5e", batch=batch, context_len=context, **INT8) <= chips_small
+    return fits and batch < roofline.critical_intensity("tpu-v5e") / 2
+
+
 def _draw_small_slices(r: random.Random) -> dict:
     small = r.choice((4, 8, 16, 32))
     return {
@@ -164,6 +172,8 @@ FILL = {
     ),
     "accept": _fill_fits,
 }
+# Q0g and Q0h: the model, dtype, chips and context of Q0f, its smallest slice filled with caches.
+FILLED = {"params": FILL["params"], "follows": "ch08_q0f_min_slice"}
 
 
 # ---- model parallelism, prefill, disaggregation ------------------------------------------------------
@@ -287,6 +297,8 @@ KEYS = {
         rel_tol=0.04,
         params={**LLAMA70, "chips_small": 8, "chips_big": 16, "batch": 32, "context": 8192},
         draw=_draw_small_slices,
+        accept=lambda v: _small_slice_holds(**{k: v[k] for k in v if k != "chips_big"}),
+        follows="ch08_q0c_batch_memory",  # Q0c's model, batch and context
     ),
     "ch08_q0e_critical_batch": value(
         ("critical_batch_bf16", "critical_batch_int8_weights", "critical_batch_int8"),
@@ -303,12 +315,12 @@ KEYS = {
         ("step_time_full_s", "requests_per_s_per_chip"),
         _filled("step", "qps"),
         rel_tol=0.04,
-        **FILL,
+        **FILLED,
     ),
     "ch08_q0h_doubled": value(
         ("free_hbm_doubled_bytes", "max_batch_doubled", "requests_per_s_per_chip_doubled"),
         _filled("free", "batch", "qps", times=2),
-        **FILL,
+        **FILLED,
     ),
     "ch08_q0i_model_parallelism": value(
         ("max_y_compute_bound", "max_y_memory_bound"),
@@ -368,7 +380,8 @@ KEYS = {
             batch=(32, 64, 128, 480),
             context=(2048, 4096, 16384),
         ),
-        accept=lambda v: bool(_serving_82(**v)),  # a ValueError refuses
+        # a large batch, as the problem has it: its caches outweigh the weights (a ValueError refuses)
+        accept=lambda v: _serving_82(**v)[1] > _serving_82(**v)[0],
     ),
     "ch08_q3_latency_limit": value(
         ("min_step_time_s", "smallest_slice_chips_83", "max_batch_83", "tokens_per_s_per_chip_83"),

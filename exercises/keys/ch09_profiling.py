@@ -74,14 +74,10 @@ def _draw_up_projection(r: random.Random) -> dict:
     return {**shape, "F": r.choice((2, 4, 8)) * shape["D"]}
 
 
-def _reduce_scatter(B: int, T: int, D: int, dp: int, mp: int, tpu: str) -> float:
+def _reduce_scatter(B: int, T: int, D: int, dp: int, mp: int, tpu: str, cores: int) -> float:
     # one device's partial sums, bf16[B / dp, T, D], reduce-scattered over the mp devices of the model axis
+    # (the `cores` of Q4's layer, dp times mp)
     return collectives.reduce_scatter_time(2 * (B // dp) * T * D, mp, tpu)
-
-
-def _draw_reduce_scatter(r: random.Random) -> dict:
-    shape = _draw_shape(r)
-    return {"B": shape["B"], "T": shape["T"], "D": shape["D"], "dp": r.choice((2, 4, 8)), "mp": 2, "tpu": shape["tpu"]}
 
 
 def _mlp_inputs(sizes: tuple[int, int, int], n: int, seed: int):
@@ -126,8 +122,10 @@ KEYS = {
         "reduce_scatter_s",
         _reduce_scatter,
         rel_tol=0.02,
-        params={"B": 32, "T": 1024, "D": 8192, "dp": 4, "mp": 2, "tpu": "tpu-v2"},
-        draw=_draw_reduce_scatter,
+        params={"B": 32, "T": 1024, "D": 8192, "dp": 4, "mp": 2, "tpu": "tpu-v2", "cores": 8},
+        draw=pick(dp=(4, 8, 16)),
+        accept=lambda v: v["dp"] * v["mp"] == v["cores"],  # Q4's cores, split data- and model-parallel
+        follows="ch09_q4_up_projection",  # the layer of Q4: its X, chip and cores
     ),
     "ch09_q6_q_projection": value(
         "q_projection_s",
@@ -135,7 +133,8 @@ KEYS = {
         # heads needs no communication, so it is the FLOPs over the cores' rate
         lambda B, T, D, heads, d_qkv, tpu, cores: _compute_s(tpu, cores, B * T, D, heads * d_qkv),
         params={**PROFILE, "heads": 32, "d_qkv": 256},
-        draw=pick(_draw_shape, heads=(16, 32, 64), d_qkv=(64, 128, 256)),
+        draw=pick(heads=(16, 32, 64), d_qkv=(64, 128, 256)),
+        follows="ch09_q4_up_projection",  # the same layer: Q4's X, chip and cores
     ),
     "ch09_q7_mlp_reduce_scatter": program(
         "mlp_reduce_scatter",

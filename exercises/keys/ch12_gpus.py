@@ -73,20 +73,24 @@ KEYS = {
         ("hier_allreduce_s", "scale_out_fraction"),
         _hierarchical,
         params={"gpu_name": "h100", "v_gib": 1, "n_nodes": 16},
-        draw=pick(gpu_name=GPUS, v_gib=(2, 4, 8), n_nodes=(2, 3, 4, 6)),
+        draw=pick(v_gib=(2, 4, 8), n_nodes=(2, 3, 4, 6)),
+        follows="ch12_q3_node_vs_cube",  # Q3's GPU, now a cluster of its nodes
+        shares=("gpu_name",),
     ),
     "ch12_q5_dp_batch": value(
         "dp_batch_per_gpu_tokens",
         lambda gpu_name, n_nodes: gpu.dp_compute_bound_batch_per_gpu(gpu_name, n_nodes=n_nodes),
         also=(lambda **v: _dp_batch_overlapped(**v, rule_of_thumb=True), _dp_batch_overlapped),
         params={"gpu_name": "h100", "n_nodes": 16},
-        draw=pick(gpu_name=GPUS, n_nodes=(2, 3, 4, 6)),
+        follows="ch12_q4_hierarchical",  # Q4's cluster and its three-step AllReduce
     ),
     "ch12_q6_tp_width": value(
         "tp_min_d_ff",
         lambda gpu_name, tp: tp * bounds.compute_bound_batch_per_chip(gpu_name, strategy="dp"),
         params={"gpu_name": "h100", "tp": 8},
-        draw=pick(gpu_name=GPUS, tp=(2, 4, 8)),
+        draw=pick(tp=(2, 4, 8)),
+        follows="ch12_q5_dp_batch",  # a node of the same GPU
+        shares=("gpu_name",),
     ),
     "ch12_q7_bound": choice(
         "bound",
@@ -95,7 +99,8 @@ KEYS = {
         ),
         ("compute", "nvlink", "scale_out"),
         params={"gpu_name": "h100", "n_nodes": 16, "batch_per_gpu": 8192},
-        draw=pick(gpu_name=GPUS, n_nodes=(2, 4, 8, 32, 64), batch_per_gpu=(512, 2048, 32768, 131072)),
+        draw=pick(batch_per_gpu=(512, 2048, 32768, 131072)),
+        follows="ch12_q5_dp_batch",  # Q5's cluster and model
     ),
 }
 
