@@ -9,10 +9,13 @@ Expected values live only in `exercises/keys/`, read by the grader's process (`e
 no notebook holds one.
 
     python exercises/build.py [ASSIGNMENT ...]
-    python exercises/build.py --course DIR [--seed N] [--db URL] [ASSIGNMENT ...]   (`make course`)
+    python exercises/build.py --course DIR [--seed N] [--roster CSV] [--reseed] [--db URL] [ASSIGNMENT ...]
+                                                                                      (`make course`)
 
-The second form makes a class's own nbgrader course folder; with a seed, the class gets its own
-numbers in every value question (`exercises/variants.py`).
+The second form makes a class's own nbgrader course folder, or adds assignments and students to one;
+with a seed, the class gets its own numbers in every value question (`exercises/variants.py`), and with
+a roster every student on it gets their own (`exercises/handout.py`), all kept in the course's key
+(`exercises/class_key.py`).
 """
 
 from __future__ import annotations
@@ -206,40 +209,142 @@ def make_course(
     assignments: list[str],
     *,
     seed: int | None = None,
+    roster_file: Path | None = None,
+    reseed: bool = False,
     solutions: bool = True,
     db: str | None = None,
+    echo=print,
     **limits,
 ) -> None:
-    """A class's nbgrader course folder at `dest`, ready for `nbgrader autograde`.
+    """A class's nbgrader course folder at `dest`, ready for `nbgrader autograde`; run again, it adds to it.
 
-    It holds the sources, an `nbgrader_config.py` (with `limits`: `configure`'s keywords), the
-    class's values in `variant.json` when `seed` is given (its private key: keep the folder from
-    students), the release and gradebook from nbgrader's generate_assignment, and, with
-    `solutions`, the class's executed reference solutions in `dest/solutions/`. The gradebook is
-    SQLite in `dest`, or the PostgreSQL database `db` names (an existing database; nbgrader makes its tables).
+    It holds the sources, an `nbgrader_config.py` (with `limits`: `configure`'s keywords), the class's
+    key (`key/<assignment>.json`, `exercises/class_key.py`: the numbers each student was given, the seed
+    and the commit; keep the folder from students), the release and gradebook from nbgrader's
+    generate_assignment, with `solutions` the class's executed reference solutions in `dest/solutions/`
+    and, with a roster, each student's own notebook in `dest/handout/<id>/` (`exercises/handout.py`).
+    The gradebook is SQLite in `dest`, or the PostgreSQL database `db` names (an existing database;
+    nbgrader makes its tables).
+
+    An assignment the course already holds is kept as it is: its key, release and handouts are not
+    made again; only students new to the roster get their numbers and handouts. So is the course's
+    `nbgrader_config.py`, with its gradebook and limits (`db` may only name the same database). A course keeps its
+    seed: without `seed` the one it was built with is used, and another `seed` is refused unless
+    `reseed`, which draws the named assignments again and keeps their old keys and handouts in
+    `key/replaced/`.
+
+    Args:
+        seed: the class's own numbers, drawn from it (None: the text's).
+        roster_file: nbgrader's student list (`exercises/roster.py`): each student on it gets numbers
+            of their own and a handout; it adds to the roster the course already has.
+
+    Raises:
+        ValueError: a bad database URL or roster; a roster without a seed; a seed other than the
+            course's without `reseed`.
     """
-    from exercises import variants
+    from exercises import class_key, handout, roster, variants
     from exercises.course import gradebook_url, write_config
 
     dest = Path(dest).resolve()
-    gradebook_url(dest, db)  # a bad URL is refused before anything is written
+    url = gradebook_url(dest, db)  # a bad URL is refused before anything is written
+    configured = (dest / "nbgrader_config.py").exists()
+    if configured:  # the instructor's configuration, gradebook and limits stay as they are
+        from exercises.grade import _course_config
+
+        kept_url = _course_config(dest).CourseDirectory.db_url
+        if db is not None and url != kept_url:
+            raise ValueError(f"db={db!r}: the course at {dest} keeps its gradebook at {kept_url}; allowed: that one")
+        url, db = kept_url, kept_url if kept_url.startswith("postgresql") else None
+    given = roster.read(roster_file) if roster_file is not None else []
+    kept = roster.read(dest / roster.FILE) if (dest / roster.FILE).exists() else []
+    students, added = roster.merge(kept, given)
+    held = sorted(p.name for p in (dest / "source").iterdir()) if (dest / "source").is_dir() else []
+    keys = {a: class_key.read(dest, a) for a in held}
+    seeds = {key.seed if key is not None else None for key in keys.values()}
+    if seed is None and len(seeds) == 1:
+        seed = seeds.pop()
+        if seed is not None:
+            echo(f"seed: {seed}, the course's own")
+    elif seed is None and len(seeds) > 1 and set(assignments) - set(held):
+        raise ValueError(
+            f"seed=None: the course at {dest} holds keys of the seeds {sorted(seeds, key=str)}; "
+            "allowed: the seed to draw its new assignments from"
+        )
+    elif seed is not None and seeds - {seed} and not reseed:
+        raise ValueError(
+            f"seed={seed}: the course at {dest} was built with seed {sorted(seeds, key=str)[0]}; allowed: that "
+            "seed (or none), or reseed (`--reseed`) to draw the named assignments again, their old keys and "
+            "handouts kept in key/replaced/"
+        )
+    if students and seed is None and any(keys.get(a) is None or keys[a].seed is None for a in assignments):
+        raise ValueError(
+            f"roster: {len(students)} students, but no seed: each student's numbers are drawn from the class's "
+            "seed; allowed: a roster with SEED=..."
+        )
+    commit, dirty = class_key.built_from()
     dest.mkdir(parents=True, exist_ok=True)
-    dest.chmod(0o700)  # the gradebook and the class's values: the instructor's alone
+    dest.chmod(0o700)  # the gradebook and the class's key: the instructor's alone
+    if not configured:
+        write_config(dest, **({"db": db} if db is not None else {}), **limits)
+    if students:
+        roster.write(dest, students)
+        echo(f"roster: {len(students)} students ({len(added)} new)")
+    ids = [s["id"] for s in students]
     for assignment in assignments:
-        shutil.copytree(COURSE / "source" / assignment, dest / "source" / assignment, dirs_exist_ok=True)
-    write_config(dest, **({"db": db} if db is not None else {}), **limits)
-    (dest / variants.VALUES_FILE).unlink(missing_ok=True)
-    if seed is not None:
-        variants.save(dest, seed, assignments)
-    for assignment in assignments:
-        rendered = rendered_source(assignment, variants.load(dest, assignment))
-        check_questions(rendered, assignment)
-        generate_release(assignment, dest, db)
-        if solutions:
-            nb = solution_notebook(rendered, assignment)
-            (dest / "solutions").mkdir(exist_ok=True)
-            nbformat.write(execute(nb, dest / "solutions"), dest / "solutions" / f"{assignment}.ipynb")
-        print(f"{assignment}: release{' and solution' if solutions else ''} written under {dest}")
+        key = keys.get(assignment)
+        if assignment in held and key is None:  # made before keys were kept, with the text's numbers
+            key = class_key.ClassKey(assignment=assignment, seed=None, commit=None, built=None)
+        if key is not None and reseed and key.seed != seed:
+            _set_aside(dest, assignment)
+            key = None
+        if key is None:
+            if dirty:
+                echo(f"warning: {assignment} installs book_lib at commit {commit}, without this checkout's changes")
+            key = _new_assignment(dest, assignment, seed, commit, db, solutions=solutions, echo=echo)
+        new = {s: variants.draw(key.seed, assignment, s) for s in ids if s not in key.students}
+        if new:
+            key = key.with_students(new)
+            class_key.write(dest, key)
+        written = handout.write(dest, assignment, ids, key.commit)
+        if written:
+            echo(f"{assignment}: {len(written)} handouts written under {dest / handout.HANDOUT_DIR}")
+    if students:
+        roster.add_to_gradebook(url, students)
+
+
+def _new_assignment(
+    dest: Path, assignment: str, seed: int | None, commit: str | None, db: str | None, *, solutions: bool, echo
+):
+    """Add `assignment` to the course at `dest`: its source, its key (the class's numbers from `seed`),
+    its release and gradebook entry, and with `solutions` its executed reference solution."""
+    import datetime
+
+    from exercises import class_key, variants
+
+    shutil.copytree(COURSE / "source" / assignment, dest / "source" / assignment, dirs_exist_ok=True)
+    drawn = variants.draw(seed, assignment) if seed is not None else {}
+    today = datetime.date.today().isoformat()
+    key = class_key.ClassKey(assignment=assignment, seed=seed, commit=commit, built=today, values=drawn)
+    class_key.write(dest, key)
+    rendered = rendered_source(assignment, variants.load(dest, assignment))
+    check_questions(rendered, assignment)
+    generate_release(assignment, dest, db)
+    if solutions:
+        nb = solution_notebook(rendered, assignment)
+        (dest / "solutions").mkdir(exist_ok=True)
+        nbformat.write(execute(nb, dest / "solutions"), dest / "solutions" / f"{assignment}.ipynb")
+    echo(f"{assignment}: release{' and solution' if solutions else ''} written under {dest}")
+    return key
+
+
+def _set_aside(dest: Path, assignment: str) -> None:
+    """Move `assignment`'s key and handouts to `key/replaced/` before it is drawn again."""
+    from exercises import class_key, handout
+
+    kept = class_key.archive(dest, assignment)
+    for file in sorted((dest / handout.HANDOUT_DIR).glob(f"*/{assignment}.ipynb")):
+        kept.mkdir(exist_ok=True)
+        file.rename(kept / f"{file.parent.name}.ipynb")
 
 
 def main(argv: list[str]) -> int:
@@ -249,6 +354,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("assignments", nargs="*", help="default: every assignment")
     parser.add_argument("--course", type=Path, help="make a class's course folder here instead")
     parser.add_argument("--seed", type=int, help="with --course: the class's own numbers from this seed")
+    parser.add_argument("--roster", type=Path, help="with --course: nbgrader's student CSV, each their own numbers")
+    parser.add_argument("--reseed", action="store_true", help="with --course: draw the named assignments again")
     parser.add_argument("--db", help="with --course: the gradebook's PostgreSQL URL (default: SQLite in DIR)")
     args = parser.parse_args(argv)
     chosen = args.assignments or assignments()
@@ -259,9 +366,11 @@ def main(argv: list[str]) -> int:
         parser.error(f"--seed={args.seed} needs --course DIR (the repository's own release keeps the text's numbers)")
     if args.db is not None and args.course is None:
         parser.error(f"--db={args.db!r} needs --course DIR (the repository's own release keeps no gradebook)")
+    if (args.roster is not None or args.reseed) and args.course is None:
+        parser.error("--roster and --reseed need --course DIR (the repository's own release has no class)")
     if args.course is not None:
         try:
-            make_course(args.course, chosen, seed=args.seed, db=args.db)
+            make_course(args.course, chosen, seed=args.seed, roster_file=args.roster, reseed=args.reseed, db=args.db)
         except ValueError as err:
             parser.error(str(err))
         return 0

@@ -5,7 +5,8 @@ recorded in the student's kernel and judged by the grader (a JAX program compile
 worker), the kernel runs sandboxed and bounded, deleted test cells are restored from the gradebook,
 and the saved scores are read back. Generating an assignment first
 fills the source's templates with the course's numbers (`exercises/variants.py`: the class's own
-when the folder has a `variant.json`, else the text's) and last drops the solution-only cells.
+where the folder's key has them, `exercises/class_key.py`, else the text's) and last drops the
+solution-only cells.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ The instructor's machine (`grade_on_cluster`) reads each submission of `DIR/subm
 files and all, as one task to a Dask scheduler (`dask scheduler`); any worker (`dask worker
 tcp://HOST:8786 --nthreads 1`, on a machine with this repository's `.venv` and bubblewrap) takes it.
 The worker (`grade_submission`) builds a course folder of its own in a temporary folder (the
-assignment's source files, the class's `variant.json`, an `nbgrader_config.py` with the course's
+assignment's source files, its key and the class's secret, an `nbgrader_config.py` with the course's
 limits, sandbox and gradebook), files the submission there and grades it through nbgrader's own API
 (`NbGraderAPI.autograde`), exactly as `nbgrader autograde` would: in its sandbox, the scores written
 to the course's PostgreSQL gradebook. The graded folder comes back in the task's result and is
@@ -26,6 +26,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+from exercises import class_key
 
 __all__ = ["course_payload", "submission_files", "grade_submission", "grade_on_cluster"]
 
@@ -64,7 +66,8 @@ def _write(folder: Path, files: dict[str, bytes]) -> None:
 
 def course_payload(root: Path, assignment: str) -> dict:
     """What every task of `assignment` carries of the course at `root`: its settings (gradebook,
-    limits, sandbox), the assignment's source files and the class's values.
+    limits, sandbox), the assignment's source files, its key and the class's secret
+    (`exercises/class_key.py`; a course made before keys were kept per assignment: its `variant.json`).
 
     Raises:
         ValueError: the course's gradebook is not PostgreSQL (workers on other machines cannot reach a
@@ -84,7 +87,9 @@ def course_payload(root: Path, assignment: str) -> dict:
     if not source.is_dir():
         raise ValueError(f"assignment={assignment!r}: not in {root / 'source'}; allowed: an assignment of the course")
     execute = config.BookExecute
-    values = root / "variant.json"
+    class_key.secret(root)  # made now, once, rather than by each worker in its own copy
+    secret = root / class_key.KEY_DIR / class_key.SECRET_FILE
+    kept = [class_key.path(root, assignment), secret, root / class_key.LEGACY_FILE]
     return {
         "assignment": assignment,
         "settings": {
@@ -94,7 +99,7 @@ def course_payload(root: Path, assignment: str) -> dict:
             "sandbox": str(execute.sandbox),
         },
         "source": _files(source),
-        "variant": values.read_bytes() if values.exists() else None,
+        "key": {str(file.relative_to(root)): file.read_bytes() for file in kept if file.exists()},
     }
 
 
@@ -107,12 +112,14 @@ def grade_submission(course: dict, student: str, files: dict[str, bytes]) -> dic
     """On a worker: grade one submission as `nbgrader autograde` would, in a course folder of its own.
 
     Returns:
-        {"student", "success", "seconds", "log", "files": the autograded folder, relative path -> bytes}.
+        {"student", "success", "seconds", "log", "notes": whose numbers the notebook shows where not the
+        student's own (`holder.note`), "files": the autograded folder, relative path -> bytes}.
         Every failure is reported here, never raised: one submission never stops the class.
     """
     import traceback
 
     from exercises.course import write_config
+    from exercises.grade import notes
 
     start = time.perf_counter()
     assignment = course["assignment"]
@@ -120,8 +127,7 @@ def grade_submission(course: dict, student: str, files: dict[str, bytes]) -> dic
     root = Path(tempfile.mkdtemp(prefix=f"book-worker-course-{os.getpid()}-"))
     try:
         _write(root / "source" / assignment, course["source"])
-        if course["variant"] is not None:
-            (root / "variant.json").write_bytes(course["variant"])
+        _write(root, course["key"])
         write_config(root, **course["settings"])
         _write(root / "submitted" / student / assignment, files)
         with _ONE_AT_A_TIME:
@@ -133,18 +139,18 @@ def grade_submission(course: dict, student: str, files: dict[str, bytes]) -> dic
             "success": ok,
             "seconds": time.perf_counter() - start,
             "log": "" if ok else (result.get("error") or result.get("log") or ""),
+            "notes": [line.removeprefix(f"{student}: ") for line in notes(result.get("log") or "")],
             "files": _files(graded) if ok and graded.is_dir() else {},
         }
     except Exception:  # a worker's own failure is this submission's, reported by name
-        return {
-            "student": student,
-            "success": False,
-            "seconds": time.perf_counter() - start,
-            "log": traceback.format_exc(),
-            "files": {},
-        }
+        return _failure(student, traceback.format_exc(), time.perf_counter() - start)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _failure(student: str, log: str, seconds: float = 0.0) -> dict:
+    """A submission that was not graded, as `grade_submission` reports it."""
+    return {"student": student, "success": False, "seconds": seconds, "log": log, "notes": [], "files": {}}
 
 
 def _sweep_dead_courses() -> None:
@@ -178,7 +184,7 @@ def grade_on_cluster(root: Path, assignment: str, scheduler: str, *, echo=print)
 
     Returns:
         {"students": {student: success}, "seconds": wall time, "per_minute": submissions graded per minute,
-        "logs": {student: why it failed}}.
+        "logs": {student: why it failed}, "notes": {student: whose numbers their notebook shows}}.
 
     Raises:
         ValueError: no PostgreSQL gradebook, an unknown assignment, no submission, or no scheduler at `scheduler`.
@@ -195,6 +201,7 @@ def grade_on_cluster(root: Path, assignment: str, scheduler: str, *, echo=print)
     start = time.perf_counter()
     done: dict[str, bool] = {}
     logs: dict[str, str] = {}
+    said: dict[str, str] = {}
     try:
         client = Client(scheduler, timeout=30)
     except OSError as err:
@@ -218,7 +225,7 @@ def grade_on_cluster(root: Path, assignment: str, scheduler: str, *, echo=print)
             try:
                 result = future.result()
             except Exception as err:  # the scheduler gave up on it (every worker that took it died)
-                result = {"student": student, "success": False, "seconds": 0.0, "log": repr(err), "files": {}}
+                result = _failure(student, repr(err))
             if result["success"]:
                 graded = root / "autograded" / student / assignment
                 shutil.rmtree(graded, ignore_errors=True)
@@ -230,7 +237,11 @@ def grade_on_cluster(root: Path, assignment: str, scheduler: str, *, echo=print)
             rate = 60 * len(done) / (time.perf_counter() - start)
             status = f"graded in {result['seconds']:.1f} s" if result["success"] else "FAILED"
             echo(f"[{len(done)}/{len(students)} done, {failed} failed, {rate:.1f}/min] {student}: {status}")
+            for line in result["notes"]:
+                said[student] = line
+                echo(f"  {line}")
             if not result["success"]:
                 echo(result["log"].strip()[-2000:])
     seconds = time.perf_counter() - start
-    return {"students": done, "seconds": seconds, "per_minute": 60 * len(students) / seconds, "logs": logs}
+    per_minute = 60 * len(students) / seconds
+    return {"students": done, "seconds": seconds, "per_minute": per_minute, "logs": logs, "notes": said}

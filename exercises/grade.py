@@ -54,19 +54,27 @@ def _start_worker(root: str) -> None:
     _api = NbGraderAPI(CourseDirectory(config=config), config=config)
 
 
-def _grade_one(job: tuple[str, str]) -> tuple[str, bool, float, str]:
+def notes(log: str) -> list[str]:
+    """What a grading log says about whose numbers a notebook shows (`holder.note`), one line each."""
+    from exercises.grading.holder import NOTE
+
+    return [line.split("] ", 1)[-1].strip() for line in log.splitlines() if NOTE in line]
+
+
+def _grade_one(job: tuple[str, str]) -> tuple[str, bool, float, str, list[str]]:
     assignment, student = job
     start = time.perf_counter()
     result = _api.autograde(assignment, student, force=True, create=True)
     log = result.get("error") or ""
-    return student, bool(result["success"]), time.perf_counter() - start, log
+    return student, bool(result["success"]), time.perf_counter() - start, log, notes(result.get("log") or "")
 
 
 def grade(root: Path, assignment: str, jobs: int = 1, *, echo=print) -> dict:
     """Autograde every submission of `assignment` in the course at `root` with `jobs` workers.
 
     Returns:
-        {"students": {student: success}, "seconds": wall time, "per_minute": submissions graded per minute}.
+        {"students": {student: success}, "seconds": wall time, "per_minute": submissions graded per minute,
+        "notes": {student: whose numbers their notebook shows, where not their own (`holder.note`)}}.
 
     Raises:
         ValueError: a bad `jobs`, an unknown assignment, no submission, or several jobs without a sandbox.
@@ -84,18 +92,39 @@ def grade(root: Path, assignment: str, jobs: int = 1, *, echo=print) -> dict:
     students = submitted_students(root, assignment)
     if not students:
         raise ValueError(f"assignment={assignment!r}: nobody submitted it under {root / 'submitted'}")
+    stale = _built_elsewhere(root, assignment)
+    if stale:
+        echo(stale)
     start = time.perf_counter()
     done: dict[str, bool] = {}
+    said: dict[str, str] = {}
     context = multiprocessing.get_context("spawn")
     with context.Pool(min(jobs, len(students)), initializer=_start_worker, initargs=(str(root),)) as pool:
-        for student, ok, seconds, log in pool.imap_unordered(_grade_one, [(assignment, s) for s in students]):
+        for student, ok, seconds, log, found in pool.imap_unordered(_grade_one, [(assignment, s) for s in students]):
             done[student] = ok
             status = "graded" if ok else "FAILED"
             echo(f"[{len(done)}/{len(students)}] {student}: {status} in {seconds:.1f} s")
+            for line in found:
+                said[student] = line.removeprefix(f"{student}: ")
+                echo(f"  {said[student]}")
             if not ok:
                 echo(log.strip()[-2000:])
     seconds = time.perf_counter() - start
-    return {"students": done, "seconds": seconds, "per_minute": 60 * len(students) / seconds}
+    return {"students": done, "seconds": seconds, "per_minute": 60 * len(students) / seconds, "notes": said}
+
+
+def _built_elsewhere(root: Path, assignment: str) -> str | None:
+    """A warning when this checkout is not the commit `assignment`'s key says the course was built from."""
+    from exercises import class_key
+
+    key = class_key.read(root, assignment)
+    commit, _ = class_key.built_from()
+    if key is None or key.commit is None or commit is None or key.commit == commit:
+        return None
+    return (
+        f"warning: {assignment} was built from commit {key.commit[:12]} and is graded with {commit[:12]}: a key or "
+        f"statement changed since may change a grade (`git checkout {key.commit[:12]}` grades it as built)"
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -121,6 +150,8 @@ def main(argv: list[str]) -> int:
         f"{len(summary['students'])} submissions in {summary['seconds']:.0f} s with {workers}: "
         f"{summary['per_minute']:.1f} per minute" + (f"; not graded: {', '.join(failed)}" if failed else "")
     )
+    for student, said in sorted(summary.get("notes", {}).items()):
+        print(f"{student}: {said}")
     return 1 if failed else 0
 
 

@@ -36,7 +36,8 @@ def _book_lib() -> list[Path]:
 def guarded_paths(course_root: Path) -> tuple[list[Path], list[Path]]:
     """What a submission must not change: (folders and files watched whole, folders watched one level deep).
 
-    Whole: the course's gradebook, values, configuration and sources, the grader's code, its Python,
+    Whole: the course's gradebook, key (and the older `variant.json`), configuration, sources and
+    handouts, the grader's code, its Python,
     Jupyter's configuration folders and the user's site-packages, whether they exist yet or not (one
     made during a submission would be read by the next run). One level: the course folder itself, so
     a configuration file added beside the gradebook (`nbgrader_config.json`) is seen too.
@@ -46,7 +47,8 @@ def guarded_paths(course_root: Path) -> tuple[list[Path], list[Path]]:
     from jupyter_core.paths import jupyter_config_path
 
     root = Path(course_root)
-    deep = [root / "gradebook.db", root / "variant.json", root / "nbgrader_config.py", root / "source"]
+    deep = [root / "gradebook.db", root / "key", root / "variant.json", root / "nbgrader_config.py"]
+    deep += [root / "source", root / "handout"]
     deep += [EXERCISES, Path(sys.prefix), Path(sys.base_prefix), Path(sysconfig.get_paths()["purelib"])]
     deep += _book_lib() + [Path(p) for p in jupyter_config_path()] + [Path(site.getusersitepackages())]
     return sorted(set(deep)), [root]
@@ -85,8 +87,9 @@ def changes(before: bytes, after: bytes) -> list[str]:
 
 class Backup:
     """A copy of what the grader can put back after a submission: the gradebook (through SQLite's
-    backup, so a reader never sees half a file), and every file of the course folder and of the
-    grader's code (`exercises/`, `book_lib`), a few megabytes.
+    backup, so a reader never sees half a file), and every file of the course folder, its sources and
+    key, and of the grader's code (`exercises/`, `book_lib`), a few megabytes. The handouts, one per
+    student and assignment, are watched but not copied: a change there stops the grader.
 
     Args:
         course_root: the course folder.
@@ -95,7 +98,7 @@ class Backup:
     def __init__(self, course_root: Path):
         root = Path(course_root)
         self.gradebook = root / "gradebook.db"
-        self.trees = [root / "source", EXERCISES, *_book_lib()]
+        self.trees = [root / "source", root / "key", EXERCISES, *_book_lib()]
         self.root = root
         self.files = {p: p.read_bytes() for p in root.iterdir() if p.is_file() and p != self.gradebook}
         for tree in self.trees:

@@ -1,14 +1,21 @@
 """The preprocessors `exercises/course.py` puts in nbgrader's autograde pipeline, around `BookExecute`.
 
-1. `RestoreCells` (sanitising) puts back every graded cell a submission deleted.
+1. `RestoreCells` (sanitising) puts back every graded cell a submission deleted, and every locked
+   cell as the student was given it (their own handout's numbers, `exercises/handout.py`); first it
+   notes whose numbers the submission's statements show (`holder.py`).
 2. `RecordAnswers` appends the recorder (`recorder.py`) to every graded test cell with a spec for
-   its question: a fresh nonce; for a function, inputs drawn now; for a JAX question, only the
-   shapes, dtypes and shardings to export the function for. Nothing secret goes into the kernel.
+   its question: a fresh nonce; for a function, its inputs; for a JAX question, only the shapes,
+   dtypes and shardings to export the function for. Nothing secret goes into the kernel. Inputs (a
+   function's, and those a JAX program runs on in the grader) are drawn from the class's secret, the
+   student, the question and the submission's code (`probe_seed`): the same submission graded again
+   gets the same inputs and the same grade, a changed one new inputs, and nobody without the course
+   folder can know them.
 3. `BookExecute` (`execute.py`) runs the submission in its sandbox.
 4. `CompareAnswers` reads each test cell's record, judges it here (`judge.py`; a JAX program in the
-   grader's own worker, `programs.py`, on inputs it draws now) and rewrites the cell: its visible
-   source, the student's printed output, and an error naming what is wrong (never the expected
-   value) or nothing.
+   grader's own worker, `programs.py`) and rewrites the cell: its visible source, the student's
+   printed output, and an error naming what is wrong (never the expected value) or nothing. A
+   submission whose statements are someone else's numbers gets a note saying whose, at its top and
+   in the grading log (`holder.note`).
 5. `CheckSavedGrades` (after nbgrader's `SaveAutoGrades`) reads the scores back from the gradebook
    and refuses the submission if they are not the ones just judged.
 
@@ -19,19 +26,22 @@ grading): the same rules, with the cell schema itself checked once per process.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import random
 import secrets
 from collections.abc import Iterator
 
 import jsonschema
+import nbformat
 import nbgrader.nbgraderformat.common as nbgrader_format
 from nbgrader.api import Gradebook
 from nbgrader.converters.base import NbGraderException
 from nbgrader.preprocessors import CheckCellMetadata, NbGraderPreprocessor, OverwriteCells
 from nbgrader.utils import determine_grade
 
-from exercises import variants
-from exercises.grading import judge, programs, recorder
+from exercises import class_key, handout, variants
+from exercises.grading import holder, judge, programs, recorder
 from exercises.grading.execute import error_output
 from exercises.keys import Key, keys_for
 
@@ -43,9 +53,15 @@ __all__ = [
     "CompareAnswers",
     "CheckSavedGrades",
     "draw_spec",
+    "probe_seed",
+    "submission_digest",
 ]
 
 MARKER = "# ---- recorded for the grader at grading time ----"
+
+
+def _grade_id(cell) -> str | None:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
 
 
 def _grade_cells(nb):
@@ -53,6 +69,23 @@ def _grade_cells(nb):
         meta = cell.get("metadata", {}).get("nbgrader", {})
         if meta.get("grade") and not meta.get("solution") and cell.cell_type == "code":
             yield meta["grade_id"], cell
+
+
+def submission_digest(nb) -> str:
+    """A digest of every code cell's source of a (sanitised) submission, in order: what its answers are."""
+    digest = hashlib.sha256()
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            source = cell.source.encode()
+            digest.update(len(source).to_bytes(8, "big") + source)
+    return digest.hexdigest()
+
+
+def probe_seed(secret: str, student: str, assignment: str, gid: str, digest: str) -> int:
+    """The seed of one question's inputs: a keyed hash (HMAC-SHA256 under the class's `secret`) of the
+    student, the question and the submission's `digest`."""
+    message = "\0".join((student, assignment, gid, digest)).encode()
+    return int.from_bytes(hmac.new(secret.encode(), message, hashlib.sha256).digest()[:8], "big")
 
 
 def draw_spec(gid: str, key: Key, rng: random.Random) -> dict:
@@ -78,12 +111,43 @@ def draw_spec(gid: str, key: Key, rng: random.Random) -> dict:
 
 
 class RestoreCells(OverwriteCells):
-    """nbgrader's OverwriteCells, putting back every graded cell a submission deleted.
+    """nbgrader's OverwriteCells, putting back every graded cell a submission deleted, and every locked
+    cell as its student was given it.
 
     nbgrader's own restore looks for the cell just before the missing one among graded cells
     only, and fails when that neighbour is a locked cell; this one uses the nearest earlier cell
-    of the source that the submission still has.
+    of the source that the submission still has. nbgrader puts back a changed locked cell as the
+    gradebook holds it, the class's release; a student on the course's roster was given their own
+    handout, so their locked cells are put back as it has them (`handout.notebook`), and a cell they
+    left unchanged is not reported as changed. Before anything is put back, whose numbers the
+    submission's statements show is noted in its metadata (`holder.whose`), for `CompareAnswers`.
     """
+
+    def preprocess(self, nb, resources):
+        meta = resources["nbgrader"]
+        root, assignment, student = variants.course_root(resources), meta["assignment"], meta["student"]
+        nb.metadata["book_grading"] = {"holder": holder.whose(root, assignment, student, nb)}
+        self._given: dict[str, str] = {}
+        key = class_key.read(root, assignment)
+        if key is not None and student in key.students:
+            given = nbformat.reads(
+                handout.notebook(root, assignment, variants.load(root, assignment, student), key.commit), as_version=4
+            )
+            self._given = {gid: cell.source for cell in given.cells if (gid := _grade_id(cell))}
+        return super().preprocess(nb, resources)
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        given = self._given.get(_grade_id(cell) or "")
+        if given is None or not cell.get("metadata", {}).get("nbgrader", {}).get("locked"):
+            return super().preprocess_cell(cell, resources, cell_index)
+        gid, changed = _grade_id(cell), cell.source != given
+        # nbgrader's own checks (type, lock, points) on the cell as the gradebook holds it, then the student's
+        cell.source = self.gradebook.find_source_cell(gid, self.notebook_id, self.assignment_id).source
+        cell, resources = super().preprocess_cell(cell, resources, cell_index)
+        if changed:
+            self.report_change(gid, "source", "as handed out", "changed")
+        cell.source = given
+        return cell, resources
 
     def add_missing_grade_cells(self, nb, resources):
         source = self.gradebook.find_notebook(self.notebook_id, self.assignment_id)
@@ -106,19 +170,21 @@ class RecordAnswers(NbGraderPreprocessor):
     """Append the recorder to every graded test cell; keep its spec (nonce, probes) in this process."""
 
     def preprocess(self, nb, resources):
-        assignment = resources["nbgrader"]["assignment"]
+        meta = resources["nbgrader"]
+        assignment, student, root = meta["assignment"], meta["student"], variants.course_root(resources)
         keys = keys_for(assignment)
-        params = variants.load(variants.course_root(resources), assignment)
-        rng = random.Random(secrets.randbits(64))
+        params = variants.load(root, assignment, student)
+        secret, digest = class_key.secret(root), submission_digest(nb)
         specs = {}
         for gid, cell in _grade_cells(nb):
             if gid not in keys:
                 continue
+            rng = random.Random(probe_seed(secret, student, assignment, gid, digest))
             spec = draw_spec(gid, keys[gid], rng)
             kernel_spec = {k: v for k, v in spec.items() if k != "grade_id"}
-            specs[gid] = {**spec, "params": params.get(gid, {})}
+            specs[gid] = {**spec, "params": params.get(gid, {}), "input_seed": rng.randrange(2**31)}
             cell.source = f"{cell.source}\n{MARKER}\n{recorder.injection(kernel_spec)}"
-        resources["book_grading"] = {"specs": specs}
+        resources["book_grading"] = {"specs": specs, "holder": nb.metadata.get("book_grading", {}).get("holder")}
         if any(spec["kind"] == "jax" for spec in specs.values()):
             programs.WORKER.start()  # it loads JAX while the notebook runs
         return nb, resources
@@ -131,6 +197,8 @@ class CompareAnswers(NbGraderPreprocessor):
         grading = resources.get("book_grading", {})
         assignment = resources["nbgrader"]["assignment"]
         keys = keys_for(assignment)
+        whose = grading.get("holder")
+        nb.metadata.pop("book_grading", None)
         for gid, cell in _grade_cells(nb):
             spec = grading.get("specs", {}).get(gid)
             if spec is None:
@@ -146,10 +214,16 @@ class CompareAnswers(NbGraderPreprocessor):
             elif len(mine) != 1:
                 message = "no answer was recorded" if not mine else "more than one answer was recorded"
             elif keys[gid].kind == "jax":
-                message = programs.WORKER.judge(assignment, gid, spec["probes"], mine[0])
+                message = programs.WORKER.judge(assignment, gid, spec["probes"], mine[0], spec["input_seed"])
             else:
                 message = judge.judge_record(keys[gid], spec, mine[0])
+            if message and whose and keys[gid].params:
+                message = f"{message} ({holder.note(whose)})"
             cell.outputs = printed + ([error_output("Incorrect", message)] if message else [])
+        if whose:
+            said = holder.note(whose)
+            self.log.warning("%s: %s", resources["nbgrader"]["student"], said)
+            nb.cells.insert(0, nbformat.v4.new_markdown_cell(f"**{said[:1].upper()}{said[1:]}.**"))
         return nb, resources
 
 

@@ -8,8 +8,8 @@ outside a short list of JAX's own sharding markers (so no host callback) and sen
 host (no infeed, outfeed, send or recv). Its StableHLO is read for the operations the question asks
 (`JaxCheck.needs_primitives`, under their StableHLO names), the largest array (`max_elements`) and a
 kernel's blocks (`kernel_blocks`). Then it is compiled here, the compiled HLO read for collectives,
-and run on inputs drawn here and now, long after the kernel has exited; its values and each device's
-block are compared with the key's float64 reference.
+and run on inputs drawn here, long after the kernel has exited, from a seed the kernel never sees
+(`pipeline.probe_seed`); its values and each device's block are compared with the key's float64 reference.
 
 Every text read (StableHLO, HLO) is the grader's own print of the program, with every quoted string
 blanked first: names and source locations are the only text a student chooses, and they sit in
@@ -23,7 +23,6 @@ import json
 import math
 import os
 import re
-import secrets
 import select
 import shutil
 import subprocess
@@ -166,7 +165,7 @@ def _check_interface(exported, check: JaxCheck, name: str, arrays: list, mesh) -
     return None
 
 
-def _judge_one(check: JaxCheck, name: str, sizes: tuple, statics: tuple, program: object) -> str | None:
+def _judge_one(check: JaxCheck, name: str, sizes: tuple, statics: tuple, program: object, seed: int) -> str | None:
     import jax
 
     from book_lib import hlo
@@ -175,7 +174,7 @@ def _judge_one(check: JaxCheck, name: str, sizes: tuple, statics: tuple, program
         exported = _read_program(program)
     except Exception:  # noqa: BLE001 (anything unreadable scores 0)
         return f"{name}: the recorded program could not be read"
-    arrays, drawn_statics = check.inputs(sizes, N_DEVICES, secrets.randbits(31))
+    arrays, drawn_statics = check.inputs(sizes, N_DEVICES, seed)
     arrays = [np.asarray(a, dtype=np.float32) for a in arrays]  # every JAX question takes float32 arrays
     if tuple(drawn_statics) != tuple(statics):
         return f"{name}: the program was exported for other arguments"
@@ -257,7 +256,7 @@ def _judge_sharded(check: JaxCheck, name: str, sizes, want, shards, bound: float
     return None
 
 
-def judge_programs(check: JaxCheck, name: str, probes: list[dict], record: dict) -> str | None:
+def judge_programs(check: JaxCheck, name: str, probes: list[dict], record: dict, seed: int) -> str | None:
     """None when every recorded program passes `check`, else what is wrong (no expected value named).
 
     Args:
@@ -265,16 +264,19 @@ def judge_programs(check: JaxCheck, name: str, probes: list[dict], record: dict)
         name: the function's name, for messages.
         probes: the probes the kernel was asked to export for (`sizes`, `statics`).
         record: the kernel's record (`programs`: one {"program": base64} or {"failed": why} per probe).
+        seed: the inputs' seed (the grader's own, never the kernel's: `pipeline.probe_seed`); probe i
+            draws its arrays from `seed + i`.
     """
     programs = record.get("programs")
     if not isinstance(programs, list) or len(programs) != len(probes):
         return f"{name} could not be exported for the grading inputs"
-    for probe, entry in zip(probes, programs, strict=True):
+    for i, (probe, entry) in enumerate(zip(probes, programs, strict=True)):
         if not isinstance(entry, dict) or "program" not in entry:
             why = entry.get("failed") if isinstance(entry, dict) else None
             return f"{name} could not be exported: {str(why)[:200]}"
         try:
-            message = _judge_one(check, name, tuple(probe["sizes"]), tuple(probe["statics"]), entry["program"])
+            sizes, statics = tuple(probe["sizes"]), tuple(probe["statics"])
+            message = _judge_one(check, name, sizes, statics, entry["program"], seed + i)
         except Exception as err:  # noqa: BLE001 (a program that fails to compile or run scores 0)
             message = f"{name} failed on the grader's mesh: {type(err).__name__}: {str(err)[:200]}"
         if message:
@@ -293,7 +295,7 @@ def serve() -> None:
     for line in sys.stdin:
         request = json.loads(line)
         key = keys_for(request["assignment"])[request["grade_id"]]
-        message = judge_programs(key.check, key.names[0], request["probes"], request["record"])
+        message = judge_programs(key.check, key.names[0], request["probes"], request["record"], request["seed"])
         out.write(json.dumps({"message": message}) + "\n")
         out.flush()
 
@@ -331,12 +333,12 @@ class Worker:
         if self.pid is None:
             self._proc = self._start()
 
-    def judge(self, assignment: str, grade_id: str, probes: list[dict], record: dict) -> str | None:
+    def judge(self, assignment: str, grade_id: str, probes: list[dict], record: dict, seed: int) -> str | None:
         """The verdict of `judge_programs` for one question, from the worker (restarted when needed)."""
         self.start()
         proc = self._proc
         assert proc is not None and proc.stdin is not None and proc.stdout is not None
-        request = {"assignment": assignment, "grade_id": grade_id, "probes": probes, "record": record}
+        request = {"assignment": assignment, "grade_id": grade_id, "probes": probes, "record": record, "seed": seed}
         try:
             proc.stdin.write(json.dumps(request) + "\n")
             proc.stdin.flush()

@@ -69,7 +69,7 @@ def gradebook_scores(root: Path, assignment: str, db: str | None = None) -> dict
 
 class Course:
     """A course folder under `root` holding `assignments`, graded with these limits (a class's numbers with
-    `seed`; its gradebook on PostgreSQL at `db`)."""
+    `seed`, each student's own with a `roster` file; its gradebook on PostgreSQL at `db`)."""
 
     def __init__(
         self,
@@ -81,6 +81,7 @@ class Course:
         sandbox: str = SANDBOX,
         seed: int | None = None,
         db: str | None = None,
+        roster: Path | None = None,
     ):
         self.root = root
         self.db = db
@@ -88,6 +89,8 @@ class Course:
             root,
             assignments,
             seed=seed,
+            roster_file=roster,
+            echo=lambda line: None,
             solutions=False,
             cell_timeout_s=cell_timeout_s,
             notebook_timeout_s=notebook_timeout_s,
@@ -97,9 +100,12 @@ class Course:
         self.releases = {a: root / "release" / a / f"{a}.ipynb" for a in assignments}
         self.values = {a: variants.load(root, a) for a in assignments}
 
-    def submit(self, assignment: str, student: str, answers: dict[str, str], *, edit=None) -> Path:
-        """File a submission: the release with `answers` (grade_id -> source); `edit(nb)` may change more."""
-        nb = nbformat.read(self.releases[assignment], as_version=4)
+    def submit(
+        self, assignment: str, student: str, answers: dict[str, str], *, edit=None, notebook: Path | None = None
+    ) -> Path:
+        """File a submission: the release (or the `notebook` given, a handout say) with `answers` (grade_id ->
+        source); `edit(nb)` may change more."""
+        nb = nbformat.read(notebook or self.releases[assignment], as_version=4)
         for cell in nb.cells:
             if build.grade_id(cell) in answers:
                 cell.source = answers[build.grade_id(cell)]

@@ -37,7 +37,7 @@ REACHES_WORKER = (
         db.execute("UPDATE grade SET auto_score = 99")
 _attempt("gradebook", _raise_scores)
 _attempt("scheduler", lambda: socket.create_connection(({host!r}, {port}), timeout=2))
-_attempt("worker_course", lambda: open(glob.glob("/tmp/book-worker-course-*/variant.json")[0]).read())
+_attempt("worker_course", lambda: open(glob.glob("/tmp/book-worker-course-*/key/*")[0]).read())
 print("REACHED", json.dumps(_reached))
 """
 )

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from exercises import build, variants
+from exercises import build, class_key
 from exercises.grading.pipeline import MARKER
 from exercises.grading.recorder import MIME
 from exercises.keys import keys_for
@@ -65,12 +65,13 @@ def ch01(tmp_path_factory):
     host_file = root.parent / "kernel-outside.json"
     host_file.write_text(json.dumps({"transport": "tcp", "ip": "127.0.0.1", "shell_port": listener.getsockname()[1]}))
     other = tmp_path_factory.mktemp("another-class")
-    (other / variants.VALUES_FILE).write_text('{"seed": 1, "values": {}}')
+    (other / class_key.KEY_DIR).mkdir()
+    class_key.path(other, CH01).write_text('{"seed": 1, "class": {}}')
     facts = {"db": db, "marker": root.parent / "escaped-marker", "tag": f"book-hostile-{time.monotonic_ns()}"}
     escapes = ESCAPES.format(
         host_file=str(host_file),
         port=listener.getsockname()[1],
-        other_values=str(other / variants.VALUES_FILE),
+        other_values=str(class_key.path(other, CH01)),
         marker=str(facts["marker"]),
     )
     values = course.values[CH01]
@@ -96,7 +97,7 @@ def ch01(tmp_path_factory):
         "holds_lock": with_attack(wrong, HOLDS_LOCK.format(db=db)),
         "reads_class_values": {
             **wrong,
-            "ch01_q5_h100_batch_answer": READS_CLASS_VALUES.format(path=str(root / variants.VALUES_FILE)),
+            "ch01_q5_h100_batch_answer": READS_CLASS_VALUES.format(path=str(class_key.path(root, CH01))),
         },
         "zz_after_attacks": wrong,
         "mixed": {
@@ -222,7 +223,7 @@ def test_grading_refuses_a_box_it_cannot_build_and_a_submission_that_links_outsi
     assert done.returncode != 0 and "bubblewrap cannot run a kernel here" in done.stderr, done.stderr[-2000:]
     assert "student" not in course.scores(CH01) or total(course.scores(CH01), "student") == 0
     folder = course.submit(CH01, "links", reference)
-    (folder / "values.json").symlink_to(tmp_path / variants.VALUES_FILE)
+    (folder / "values.json").symlink_to(class_key.path(tmp_path, CH01))
     done = course.autograde(CH01, "links")
     assert done.returncode != 0 and "holds a symbolic link (values.json)" in done.stderr, done.stderr[-2000:]
     assert "links" not in course.scores(CH01) or total(course.scores(CH01), "links") == 0

@@ -69,11 +69,12 @@ def test_a_box_reaches_no_network_no_host_file_no_course_and_no_key(box, tmp_pat
     host_file.write_text('{"key": "secret"}')
     course = tmp_path / "another-course"
     course.mkdir()
-    (course / "variant.json").write_text('{"seed": 1}')
+    (course / "key").mkdir()
+    (course / "key" / "ch01_rooflines.json").write_text('{"seed": 1}')
     values = {
         "PORT": listener.getsockname()[1],
         "HOST_FILE": str(host_file),
-        "COURSE_VALUES": str(course / "variant.json"),
+        "COURSE_VALUES": str(course / "key" / "ch01_rooflines.json"),
         "MARKER": str(tmp_path / "marker"),
     }
     code = ESCAPE

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from exercises import build, variants
+from exercises import build, class_key
 from exercises.grading.sandbox import unboxed_user_works
 from exercises.keys import keys_for
 from tests.course.attacks import (
@@ -49,8 +49,8 @@ def unboxed(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def poisoned(unboxed):
-    """The same unsandboxed course: a submission that rewrites the gradebook, gives the class values of
-    its own (a `variant.json` where there was none), rewrites the course configuration, the library
+    """The same unsandboxed course: a submission that rewrites the gradebook, gives the class a key of
+    its own (numbers it chose, over the key's file), rewrites the course configuration, the library
     and the Python, then an honest one. Its poisons are shared files: only where every other test
     process grades in the sandbox (which does not watch them)."""
     if SANDBOX != "bwrap":
@@ -65,7 +65,9 @@ def poisoned(unboxed):
     raises_scores = (
         f"import sqlite3\nsqlite3.connect({db!r}).execute('UPDATE grade SET auto_score = 99').connection.commit()\n"
     )
-    own_values = f"open({str(root / variants.VALUES_FILE)!r}, 'w').write('{{\"seed\": 0, \"values\": {{}}}}')\n"
+    key_file = class_key.path(root, CH01)
+    key_text = key_file.read_text()
+    own_values = f"open({str(key_file)!r}, 'w').write('{{\"seed\": 0, \"class\": {{}}}}')\n"
     attack = raises_scores + own_values
     attack += POISONS.format(config=str(root / "nbgrader_config.py"), library=str(library))
     attack += f"\npathlib.Path({str(startup)!r}).write_text('# poisoned')\n"
@@ -78,7 +80,7 @@ def poisoned(unboxed):
         second = course.autograde(CH01, "[pz]*")  # nbgrader takes one student, or a glob: these two
         restored = {
             "config": (root / "nbgrader_config.py").read_text() == config,
-            "values": not (root / variants.VALUES_FILE).exists(),
+            "values": key_file.read_text() == key_text,
             "library": not library.exists(),
             "startup": not startup.exists(),
         }
@@ -122,7 +124,7 @@ def test_without_a_sandbox_a_submission_that_changes_the_graders_files_stops_gra
     course, second, restored = poisoned
     assert second.returncode != 0
     assert "changed while a submission ran" in second.stderr, second.stderr[-3000:]
-    for name in ("gradebook.db", "variant.json", "nbgrader_config.py", "zz_poisoned", "zz_book_grading_test.pth"):
+    for name in ("gradebook.db", f"{CH01}.json", "nbgrader_config.py", "zz_poisoned", "zz_book_grading_test.pth"):
         assert name in second.stderr, name
     assert "zz_book_grading_test.pth cannot be put back" in second.stderr
     assert "nothing more is graded until the instructor has checked them" in second.stderr
