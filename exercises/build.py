@@ -316,7 +316,8 @@ def _new_assignment(
     dest: Path, assignment: str, seed: int | None, commit: str | None, db: str | None, *, solutions: bool, echo
 ):
     """Add `assignment` to the course at `dest`: its source, its key (the class's numbers from `seed`),
-    its release and gradebook entry, and with `solutions` its executed reference solution."""
+    its release and gradebook entry, and with `solutions` its executed reference solution. If any step
+    fails, the source, key and release are removed again, so that the next run builds it anew."""
     import datetime
 
     from exercises import class_key, variants
@@ -325,14 +326,20 @@ def _new_assignment(
     drawn = variants.draw(seed, assignment) if seed is not None else {}
     today = datetime.date.today().isoformat()
     key = class_key.ClassKey(assignment=assignment, seed=seed, commit=commit, built=today, values=drawn)
-    class_key.write(dest, key)
-    rendered = rendered_source(assignment, variants.load(dest, assignment))
-    check_questions(rendered, assignment)
-    generate_release(assignment, dest, db)
-    if solutions:
-        nb = solution_notebook(rendered, assignment)
-        (dest / "solutions").mkdir(exist_ok=True)
-        nbformat.write(execute(nb, dest / "solutions"), dest / "solutions" / f"{assignment}.ipynb")
+    try:
+        class_key.write(dest, key)
+        rendered = rendered_source(assignment, variants.load(dest, assignment))
+        check_questions(rendered, assignment)
+        generate_release(assignment, dest, db)
+        if solutions:
+            nb = solution_notebook(rendered, assignment)
+            (dest / "solutions").mkdir(exist_ok=True)
+            nbformat.write(execute(nb, dest / "solutions"), dest / "solutions" / f"{assignment}.ipynb")
+    except BaseException:
+        class_key.path(dest, assignment).unlink(missing_ok=True)
+        for folder in (dest / "source" / assignment, dest / "release" / assignment):
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
     echo(f"{assignment}: release{' and solution' if solutions else ''} written under {dest}")
     return key
 

@@ -1,7 +1,7 @@
 """A throwaway nbgrader course graded through the instructor's real command, for the grading tests.
 
 `Course` makes a course folder as `make course` does (with shorter limits, and without executing
-the solutions), files submissions, and
+the solutions unless asked), files submissions, and
 runs `nbgrader autograde ASSIGNMENT` once for every student of an assignment.
 """
 
@@ -82,6 +82,7 @@ class Course:
         seed: int | None = None,
         db: str | None = None,
         roster: Path | None = None,
+        solutions: bool = False,
     ):
         self.root = root
         self.db = db
@@ -91,7 +92,7 @@ class Course:
             seed=seed,
             roster_file=roster,
             echo=lambda line: None,
-            solutions=False,
+            solutions=solutions,
             cell_timeout_s=cell_timeout_s,
             notebook_timeout_s=notebook_timeout_s,
             sandbox=sandbox,

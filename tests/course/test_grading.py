@@ -1,6 +1,7 @@
 """Every assignment graded through `nbgrader autograde`, the instructor's one command.
 
-Each assignment is graded as a class with its own numbers (a course seed), with three submissions:
+Each assignment is built as `make course` builds it, its reference solution executed on the class's
+numbers, and graded as a class with its own numbers (a course seed), with three submissions:
 the unmodified release scores 0 on every question; the class's reference solution scores full marks;
 and a wrong answer to every question loses every point. The wrong answers are the hardest we have:
 a value question answered with the text's own numbers (the public solution, which a class's numbers
@@ -14,7 +15,9 @@ Hostile submissions, and answers that raise or never end, are in `tests/course/t
 """
 
 import importlib
+import json
 
+import nbformat
 import pytest
 
 from exercises import build, variants
@@ -60,7 +63,8 @@ class GradedCourse:
     def graded(cls, tmp_path_factory):
         """Every assignment's three submissions, graded by one `nbgrader autograde` run: assignment ->
         student -> grade_id -> (score, max score)."""
-        course = Course(tmp_path_factory.mktemp("class"), list(cls.assignments), seed=SEED)
+        course = Course(tmp_path_factory.mktemp("class"), list(cls.assignments), seed=SEED, solutions=True)
+        cls.solutions = {a: course.root / "solutions" / f"{a}.ipynb" for a in cls.assignments}
         cls.answers = {}
         for assignment in cls.assignments:
             values = course.values[assignment]
@@ -74,6 +78,12 @@ class GradedCourse:
         done = course.autograde("*")
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         return {assignment: course.scores(assignment) for assignment in cls.assignments}
+
+    def test_the_class_solution_runs_on_the_class_numbers(self, graded, assignment):
+        """`make course` executes each class's reference solution (an error there stops the build)."""
+        solution = nbformat.read(self.solutions[assignment], as_version=4)
+        assert not [o for c in solution.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+        assert "<%" not in json.dumps([c.source for c in solution.cells])
 
     def test_every_submission_is_graded_on_every_question(self, graded, assignment):
         scores = graded[assignment]
