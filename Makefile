@@ -31,9 +31,9 @@ help:
 	@echo "make floor      run the chapters on the oldest jax pyproject.toml allows (.venv-floor)"
 	@echo "make devices    run the chapters on 1, 2, 4 and 16 CPU devices (a reader's own XLA_FLAGS count)"
 	@echo "make exercises  regenerate exercises/release/ and solutions/ from exercises/source/"
-	@echo "make course DIR=path [SEED=n] [ROSTER=students.csv] [RESEED=1] [DB=postgresql://...]"
+	@echo "make course DIR=path [SEED=n] [ROSTER=students.csv] [ASSIGNMENTS=\"ch01_rooflines ...\"] [RESEED=1] [DB=postgresql://...]"
 	@echo "               a class's nbgrader course folder, or more assignments and students in one (SEED: the"
-	@echo "               class's own numbers; ROSTER: each student's own, in DIR/handout/<id>/)"
+	@echo "               class's own numbers; ROSTER: each student's own, in DIR/handout/<id>/; default: every assignment)"
 	@echo "make grade DIR=path ASSIGNMENT=name [JOBS=n | SCHEDULER=tcp://host:8786]  autograde every submission"
 	@echo "make chapters   re-execute the chapter notebooks in place (commit them with their outputs)"
 	@echo "make sync       rewrite every setup cell and Colab link, and the module map's pages and tables"
@@ -115,8 +115,8 @@ exercises: $(STAMP)
 	$(BIN)/python exercises/build.py
 
 course: $(STAMP)
-	@test -n "$(DIR)" || { echo "usage: make course DIR=path/to/class [SEED=number] [ROSTER=students.csv] [RESEED=1] [DB=postgresql://USER@HOST/NAME]"; exit 2; }
-	$(BIN)/python exercises/build.py --course "$(DIR)" $(if $(SEED),--seed $(SEED)) $(if $(ROSTER),--roster "$(ROSTER)") $(if $(RESEED),--reseed) $(if $(DB),--db "$(DB)")
+	@test -n "$(DIR)" || { echo "usage: make course DIR=path/to/class [SEED=number] [ROSTER=students.csv] [ASSIGNMENTS=\"a b\"] [RESEED=1] [DB=postgresql://USER@HOST/NAME]"; exit 2; }
+	$(BIN)/python exercises/build.py --course "$(DIR)" $(if $(SEED),--seed $(SEED)) $(if $(ROSTER),--roster "$(ROSTER)") $(if $(RESEED),--reseed) $(if $(DB),--db "$(DB)") $(ASSIGNMENTS)
 
 grade: $(STAMP) sandbox
 	@test -n "$(DIR)" && test -n "$(ASSIGNMENT)" || { echo "usage: make grade DIR=path/to/class ASSIGNMENT=name [JOBS=n | SCHEDULER=tcp://HOST:8786]"; exit 2; }

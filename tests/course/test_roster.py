@@ -55,13 +55,22 @@ def course(tmp_path_factory):
 
 def test_make_course_passes_the_roster_on():
     said = subprocess.run(
-        ["make", "-n", "course", "DIR=/tmp/c", "SEED=3", "ROSTER=students.csv"],
+        [
+            "make",
+            "-n",
+            "course",
+            "DIR=/tmp/c",
+            "SEED=3",
+            "ROSTER=students.csv",
+            "ASSIGNMENTS=ch01_rooflines ch07_inference",
+        ],
         capture_output=True,
         text=True,
         cwd=build.ROOT,
         check=True,
     ).stdout
-    assert '--course "/tmp/c" --seed 3 --roster "students.csv"' in said, said
+    command = " ".join(said.splitlines()[-1].split())
+    assert command.endswith('--course "/tmp/c" --seed 3 --roster "students.csv" ch01_rooflines ch07_inference'), said
 
 
 def test_each_student_gets_a_handout_of_numbers_of_their_own(course):
