@@ -286,6 +286,7 @@ def make_course(
     dest.chmod(0o700)  # the gradebook and the class's key: the instructor's alone
     if not configured:
         write_config(dest, **({"db": db} if db is not None else {}), **limits)
+    class_key.secret(dest)  # made once, here, and kept
     if students:
         roster.write(dest, students)
         echo(f"roster: {len(students)} students ({len(added)} new)")

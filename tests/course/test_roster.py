@@ -87,6 +87,7 @@ def test_each_student_gets_a_handout_of_numbers_of_their_own(course):
             assert "BEGIN SOLUTION" not in json.dumps(nb) and "NotImplementedError" in json.dumps(nb)
             assert f'.git@{key.commit}"' in _setup(nb), "the handout installs the book_lib it was built with"
     assert '.git@main"' in _setup(_read(build.COURSE / "release" / CH01 / f"{CH01}.ipynb")), "the public one, main's"
+    assert len(class_key.secret(course.root)) == 64 and (course.root / "key" / "secret").stat().st_mode & 0o077 == 0
     with open(course.root / roster.FILE) as f:
         assert f.read() == ROSTER
 
