@@ -2,16 +2,26 @@
 
 A JAX answer is a program, judged in the grader's JAX worker (`programs.py`); everything else the
 kernel records is a plain value (`recorder.plain`), judged here. Messages name what is wrong,
-never an expected value.
+never an expected value. A value question of several names earns each name's share of its points
+(`Verdict.share`); a choice, a function or a program is right or not.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from exercises.keys import Key
 
-__all__ = ["judge_record"]
+__all__ = ["Verdict", "verdict", "judge_record"]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What an answer earns: `share` of its points (0 to 1) and, below 1, what is wrong."""
+
+    share: float
+    message: str | None
 
 
 def _close(got: float, want: float, rel_tol: float) -> bool:
@@ -37,8 +47,8 @@ def _judge_numbers(recorded, want, rel_tol: float) -> bool:
     return _close(float(recorded["num"]), float(want), rel_tol)
 
 
-def _judge_values(values: dict, wants: dict, rel_tol: float) -> str | None:
-    """None when every recorded name matches `wants`, else what is wrong (no expected value named)."""
+def _judge_values(values: dict, wants: dict, rel_tol: float) -> Verdict:
+    """The share of `wants`' names the recorded values match, and what is wrong (no expected value named)."""
     wrong = []
     for name, want in wants.items():
         got = values.get(name)
@@ -46,11 +56,17 @@ def _judge_values(values: dict, wants: dict, rel_tol: float) -> str | None:
             wrong.append(f"{name} is not defined")
         elif not _judge_numbers(got, want, rel_tol):
             wrong.append(f"{name} is not within {rel_tol:g} (relative)")
-    return "; ".join(wrong) or None
+    return Verdict(1 - len(wrong) / len(wants), "; ".join(wrong) or None)
 
 
-def judge_record(key: Key, spec: dict, record: dict) -> str | None:
-    """None when a value, choice or function record is right, else a message that names no expected value.
+def _all_or_nothing(message: str | None) -> Verdict:
+    return Verdict(0.0 if message else 1.0, message)
+
+
+def verdict(key: Key, spec: dict, record: dict) -> Verdict:
+    """What a value, choice or function record earns: each name of a value question its share of the
+    points, under the model (the key's, or one of `also`) that the most names follow; a choice or a
+    function all or nothing. The message names no expected value.
 
     Args:
         key: the question's key (not a JAX one).
@@ -60,28 +76,30 @@ def judge_record(key: Key, spec: dict, record: dict) -> str | None:
     if key.kind == "jax":
         raise ValueError(f"key.kind={key.kind!r}: JAX answers are programs; allowed: value, choice, function")
     if "failed" in record:
-        return f"recording the answer failed: {record['failed']}"
+        return _all_or_nothing(f"recording the answer failed: {record['failed']}")
     if key.kind in ("value", "choice"):
         values = record.get("values", {})
         if key.kind == "choice":
             name = key.names[0]
             got = values.get(name)
             if not (isinstance(got, dict) and "str" in got):
-                return f"{name} is not a string"
+                return _all_or_nothing(f"{name} is not a string")
             if got["str"] not in key.choices:
-                return f"{name} = {got['str']!r} is not one of {key.choices}"
-            return (
-                None
-                if got["str"] == key.answer(spec.get("params"))
-                else f"{name} = {got['str']!r} is not the right choice"
-            )
+                return _all_or_nothing(f"{name} = {got['str']!r} is not one of {key.choices}")
+            right = got["str"] == key.answer(spec.get("params"))
+            return _all_or_nothing(None if right else f"{name} = {got['str']!r} is not the right choice")
         verdicts = [_judge_values(values, wants, key.rel_tol) for wants in key.answers(spec.get("params"))]
-        return None if None in verdicts else verdicts[0]
+        return max(verdicts, key=lambda v: v.share)  # the first of the best: the key's own where it ties
     outputs = record.get("outputs")
     if not isinstance(outputs, list) or len(outputs) != len(spec["probes"]):
-        return f"{key.names[0]} could not be called"
-    verdicts = [_judge_outputs(key, spec["probes"], outputs, model) for model in (key.reference, *key.also)]
-    return None if None in verdicts else verdicts[0]
+        return _all_or_nothing(f"{key.names[0]} could not be called")
+    messages = [_judge_outputs(key, spec["probes"], outputs, model) for model in (key.reference, *key.also)]
+    return _all_or_nothing(None if None in messages else messages[0])
+
+
+def judge_record(key: Key, spec: dict, record: dict) -> str | None:
+    """None when a value, choice or function record is wholly right, else what is wrong (`verdict`)."""
+    return verdict(key, spec, record).message
 
 
 def _judge_outputs(key: Key, probes: list, outputs: list, model) -> str | None:

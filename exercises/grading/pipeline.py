@@ -26,6 +26,7 @@ grading): the same rules, with the cell schema itself checked once per process.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import hmac
 import random
@@ -35,6 +36,7 @@ from collections.abc import Iterator
 import jsonschema
 import nbformat
 import nbgrader.nbgraderformat.common as nbgrader_format
+from nbformat.notebooknode import NotebookNode
 from nbgrader.api import Gradebook
 from nbgrader.converters.base import NbGraderException
 from nbgrader.preprocessors import CheckCellMetadata, NbGraderPreprocessor, OverwriteCells
@@ -58,6 +60,10 @@ __all__ = [
 ]
 
 MARKER = "# ---- recorded for the grader at grading time ----"
+RESTORED = (
+    "**Put back as handed out before grading: {cells}.** Only the cells that say `YOUR CODE HERE` are yours "
+    "to change; an edit anywhere else is undone (an `import` belongs in an answer cell)."
+)
 
 
 def _grade_id(cell) -> str | None:
@@ -120,7 +126,9 @@ class RestoreCells(OverwriteCells):
     gradebook holds it, the class's release; a student on the course's roster was given their own
     handout, so their locked cells are put back as it has them (`handout.notebook`), and a cell they
     left unchanged is not reported as changed. Before anything is put back, whose numbers the
-    submission's statements show is noted in its metadata (`holder.whose`), for `CompareAnswers`.
+    submission's statements show is noted in its metadata (`holder.whose`), and after, which code cells
+    were put back (an import added to a locked cell is undone, and the answers that needed it fail),
+    both for `CompareAnswers` to say in the feedback.
     """
 
     def preprocess(self, nb, resources):
@@ -134,9 +142,19 @@ class RestoreCells(OverwriteCells):
                 handout.notebook(root, assignment, variants.load(root, assignment, student), key.commit), as_version=4
             )
             self._given = {gid: cell.source for cell in given.cells if (gid := _grade_id(cell))}
-        return super().preprocess(nb, resources)
+        self._restored: list[str] = []
+        nb, resources = super().preprocess(nb, resources)
+        nb.metadata["book_grading"]["restored"] = self._restored
+        return nb, resources
 
     def preprocess_cell(self, cell, resources, cell_index):
+        submitted = cell.source
+        cell, resources = self._restore(cell, resources, cell_index)
+        if cell.cell_type == "code" and cell.source != submitted:
+            self._restored.append(_grade_id(cell))
+        return cell, resources
+
+    def _restore(self, cell, resources, cell_index):
         given = self._given.get(_grade_id(cell) or "")
         if given is None or not cell.get("metadata", {}).get("nbgrader", {}).get("locked"):
             return super().preprocess_cell(cell, resources, cell_index)
@@ -184,7 +202,8 @@ class RecordAnswers(NbGraderPreprocessor):
             kernel_spec = {k: v for k, v in spec.items() if k != "grade_id"}
             specs[gid] = {**spec, "params": params.get(gid, {}), "input_seed": rng.randrange(2**31)}
             cell.source = f"{cell.source}\n{MARKER}\n{recorder.injection(kernel_spec)}"
-        resources["book_grading"] = {"specs": specs, "holder": nb.metadata.get("book_grading", {}).get("holder")}
+        noted = nb.metadata.get("book_grading", {})
+        resources["book_grading"] = {"specs": specs, "holder": noted.get("holder"), "restored": noted.get("restored")}
         if any(spec["kind"] == "jax" for spec in specs.values()):
             programs.WORKER.start()  # it loads JAX while the notebook runs
         return nb, resources
@@ -209,6 +228,7 @@ class CompareAnswers(NbGraderPreprocessor):
             mine = [r for r in mine if r.get("nonce") == spec["nonce"]]
             failures = [o for o in cell.outputs if o.output_type == "error"]
             printed = [o for o in cell.outputs if o.output_type == "stream" and o.get("name") == "stdout"]
+            share = 0.0
             if failures:
                 message = f"the visible check failed ({failures[0].get('ename', 'error')})"
             elif len(mine) != 1:
@@ -216,15 +236,35 @@ class CompareAnswers(NbGraderPreprocessor):
             elif keys[gid].kind == "jax":
                 message = programs.WORKER.judge(assignment, gid, spec["probes"], mine[0], spec["input_seed"])
             else:
-                message = judge.judge_record(keys[gid], spec, mine[0])
+                share, message = dataclasses.astuple(judge.verdict(keys[gid], spec, mine[0]))
             if message and whose and keys[gid].params:
                 message = f"{message} ({holder.note(whose)})"
-            cell.outputs = printed + ([error_output("Incorrect", message)] if message else [])
+            cell.outputs = printed + _verdict_outputs(share, message, cell.metadata["nbgrader"]["points"])
+        restored = grading.get("restored") or []
+        if restored:
+            cells = ", ".join(f"`{gid}`" for gid in restored)
+            nb.cells.insert(0, nbformat.v4.new_markdown_cell(RESTORED.format(cells=cells)))
         if whose:
             said = holder.note(whose)
             self.log.warning("%s: %s", resources["nbgrader"]["student"], said)
             nb.cells.insert(0, nbformat.v4.new_markdown_cell(f"**{said[:1].upper()}{said[1:]}.**"))
         return nb, resources
+
+
+def _verdict_outputs(share: float, message: str | None, points: float) -> list[NotebookNode]:
+    """The outputs that give a test cell its score as nbgrader reads them (`nbgrader.utils.determine_grade`):
+    nothing for full marks, an error for none, and for part of them a note and the points earned."""
+    if message is None:
+        return []
+    if share <= 0:
+        return [error_output("Incorrect", message)]
+    earned = round(points * share, 6)
+    note = f"Partly right ({earned:g} of {points:g} points): {message}\n"
+    result = {"text/plain": repr(earned)}
+    return [
+        NotebookNode(output_type="stream", name="stdout", text=note),
+        NotebookNode(output_type="execute_result", data=result, metadata={}, execution_count=None),
+    ]
 
 
 class CheckSavedGrades(NbGraderPreprocessor):

@@ -244,6 +244,13 @@ def test_a_submissions_inputs_are_the_same_each_time_and_its_own(course):
     assert "input_seed" not in shown and class_key.secret(root) not in shown
 
 
+def _import_in_a_locked_cell(nb) -> None:
+    """What Colab lets a student do: add an import to the locked imports cell."""
+    (cell,) = [c for c in nb.cells if build.grade_id(c) == "imports"]
+    cell.source += "\nimport numpy as np"
+
+
+HALF = "ch01_q0a_t_math_s"  # two names, t_math_gpu_s and t_math_tpu_s: one point each
 FLAKY = """
 _right_{gid} = {name}
 def {name}(*args):
@@ -255,8 +262,9 @@ def {name}(*args):
 
 @pytest.fixture(scope="module")
 def graded(course):
-    """Chapter 1 handed in by ada (her own notebook), bea (ada's notebook and answers, her functions right
-    on some inputs only) and cy (the book's public edition), graded twice by `make grade`."""
+    """Chapter 1 handed in by ada (her own notebook, one of Q0a's two times wrong), bea (ada's notebook and
+    answers, her functions right on some inputs only) and cy (the book's public edition), graded twice by
+    `make grade`."""
     from exercises.keys import keys_for
 
     root, keys = course.root, keys_for(CH01)
@@ -266,9 +274,16 @@ def graded(course):
         for gid, key in keys.items()
         if key.kind == "function"
     }
-    course.submit(CH01, "ada", ada, notebook=handout.path(root, "ada", CH01))
+    half_right = {HALF + "_answer": ada[HALF + "_answer"] + "\nt_math_tpu_s = t_math_tpu_s * 1.5 + 1"}
+    course.submit(CH01, "ada", {**ada, **half_right}, notebook=handout.path(root, "ada", CH01))
     course.submit(CH01, "bea", {**ada, **flaky}, notebook=handout.path(root, "ada", CH01))
-    course.submit(CH01, "cy", reference_answers(CH01), notebook=build.COURSE / "release" / CH01 / f"{CH01}.ipynb")
+    course.submit(
+        CH01,
+        "cy",
+        reference_answers(CH01),
+        notebook=build.COURSE / "release" / CH01 / f"{CH01}.ipynb",
+        edit=_import_in_a_locked_cell,
+    )
     said: list[str] = []
     first = grade.grade(root, CH01, echo=said.append)
     scores = course.scores(CH01)
@@ -279,7 +294,12 @@ def graded(course):
 def test_each_submission_is_graded_on_its_own_numbers_and_another_notebook_is_named(graded, course):
     first, scores, _, _, said = graded
     assert all(first["students"].values()), said
-    assert all(score == top for score, top in scores["ada"].values()), scores["ada"]
+    assert all(score == top for gid, (score, top) in scores["ada"].items() if gid != HALF), scores["ada"]
+    assert scores["ada"][HALF] == (1.0, 2.0), "one of two names right: half the points"
+    ada = _read(course.root / "autograded" / "ada" / CH01 / f"{CH01}.ipynb")
+    (cell,) = [c for c in ada.cells if build.grade_id(c) == HALF]
+    said_to_ada = "".join(o.get("text", "") for o in cell.outputs)
+    assert "Partly right (1 of 2 points): t_math_tpu_s is not within" in said_to_ada, cell.outputs
     named = holder.note("ada's")
     assert first["notes"] == {"bea": named, "cy": holder.note(holder.PUBLIC)}, said
     assert f"  {named}" in said and f"  {holder.note(holder.PUBLIC)}" in said, "the summary names them"
@@ -289,6 +309,12 @@ def test_each_submission_is_graded_on_its_own_numbers_and_another_notebook_is_na
     assert lost, "bea answered ada's numbers"
     errors = [o["evalue"] for c in feedback.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert any(holder.note("ada's") in e for e in errors), errors
+    assert not feedback.cells[1].source.startswith("**Put back"), "bea changed no code cell"
+    cy = _read(course.root / "autograded" / "cy" / CH01 / f"{CH01}.ipynb")
+    # the public edition's setup cell installs main's book_lib, the course's its own commit's
+    assert cy.cells[1].source == pipeline.RESTORED.format(cells="`setup`, `imports`"), cy.cells[1].source
+    (imports,) = [c for c in cy.cells if build.grade_id(c) == "imports"]
+    assert "import numpy as np" not in imports.source
 
 
 def test_grading_a_submission_again_gives_the_same_scores(graded):
