@@ -21,7 +21,7 @@ FLOOR_JAX := $(shell sed -n 's/.*"jax>=\([0-9.]*\)".*/\1/p' pyproject.toml)
 FLOOR := .venv-floor
 FLOOR_STAMP := $(FLOOR)/.installed-$(FLOOR_JAX)
 
-.PHONY: help install floor devices sandbox browser postgres unit test book check-site exercises course grade chapters sync bench lint clean
+.PHONY: help install floor devices sandbox browser postgres unit test book check-site exercises course collect grade chapters sync bench lint clean
 
 help:
 	@echo "make book       build the HTML book into _build/html/"
@@ -34,6 +34,8 @@ help:
 	@echo "make course DIR=path [SEED=n] [ROSTER=students.csv] [ASSIGNMENTS=\"ch01_rooflines ...\"] [RESEED=1] [DB=postgresql://...]"
 	@echo "               a class's nbgrader course folder, or more assignments and students in one (SEED: the"
 	@echo "               class's own numbers; ROSTER: each student's own, in DIR/handout/<id>/; default: every assignment)"
+	@echo "               [DUE=2026-12-01T23:59+01:00 (the named assignments') LATE=none|zero|10%/day (a new course's)]"
+	@echo "make collect DIR=path ASSIGNMENT=name (ZIP=download.zip | FROM=folder)  hand-ins into DIR/submitted/"
 	@echo "make grade DIR=path ASSIGNMENT=name [JOBS=n | SCHEDULER=tcp://host:8786]  autograde every submission"
 	@echo "make chapters   re-execute the chapter notebooks in place (commit them with their outputs)"
 	@echo "make sync       rewrite every setup cell and Colab link, and the module map's pages and tables"
@@ -116,7 +118,11 @@ exercises: $(STAMP)
 
 course: $(STAMP)
 	@test -n "$(DIR)" || { echo "usage: make course DIR=path/to/class [SEED=number] [ROSTER=students.csv] [ASSIGNMENTS=\"a b\"] [RESEED=1] [DB=postgresql://USER@HOST/NAME]"; exit 2; }
-	$(BIN)/python exercises/build.py --course "$(DIR)" $(if $(SEED),--seed $(SEED)) $(if $(ROSTER),--roster "$(ROSTER)") $(if $(RESEED),--reseed) $(if $(DB),--db "$(DB)") $(ASSIGNMENTS)
+	$(BIN)/python exercises/build.py --course "$(DIR)" $(if $(SEED),--seed $(SEED)) $(if $(ROSTER),--roster "$(ROSTER)") $(if $(RESEED),--reseed) $(if $(DUE),--due "$(DUE)") $(if $(LATE),--late "$(LATE)") $(if $(DB),--db "$(DB)") $(ASSIGNMENTS)
+
+collect: $(STAMP)
+	@test -n "$(DIR)" && test -n "$(ASSIGNMENT)" && test -n "$(ZIP)$(FROM)" || { echo "usage: make collect DIR=path/to/class ASSIGNMENT=name (ZIP=download.zip | FROM=folder)"; exit 2; }
+	$(BIN)/python -m exercises.collect "$(DIR)" "$(ASSIGNMENT)" $(if $(ZIP),--zip "$(ZIP)",--from "$(FROM)")
 
 grade: $(STAMP) sandbox
 	@test -n "$(DIR)" && test -n "$(ASSIGNMENT)" || { echo "usage: make grade DIR=path/to/class ASSIGNMENT=name [JOBS=n | SCHEDULER=tcp://HOST:8786]"; exit 2; }

@@ -211,6 +211,7 @@ def make_course(
     seed: int | None = None,
     roster_file: Path | None = None,
     reseed: bool = False,
+    due: str | None = None,
     solutions: bool = True,
     db: str | None = None,
     echo=print,
@@ -237,6 +238,8 @@ def make_course(
         seed: the class's own numbers, drawn from it (None: the text's).
         roster_file: nbgrader's student list (`exercises/roster.py`): each student on it gets numbers
             of their own and a handout; it adds to the roster the course already has.
+        due: the named assignments' due date (ISO 8601, `2026-12-01T23:59+01:00`; without a zone, UTC),
+            in the gradebook, where nbgrader's late policy reads it (`limits["late"]`, a new course's).
 
     Raises:
         ValueError: a bad database URL or roster; a roster without a seed; a seed other than the
@@ -247,13 +250,21 @@ def make_course(
 
     dest = Path(dest).resolve()
     url = gradebook_url(dest, db)  # a bad URL is refused before anything is written
+    due_utc = _due(due)
     configured = (dest / "nbgrader_config.py").exists()
     if configured:  # the instructor's configuration, gradebook and limits stay as they are
         from exercises.grade import _course_config
 
-        kept_url = _course_config(dest).CourseDirectory.db_url
+        config = _course_config(dest)
+        kept_url = config.CourseDirectory.db_url
         if db is not None and url != kept_url:
             raise ValueError(f"db={db!r}: the course at {dest} keeps its gradebook at {kept_url}; allowed: that one")
+        kept_late = config.LatePolicy.get("penalty", "none") if "LatePolicy" in config else "none"
+        if limits.get("late", kept_late) != kept_late:
+            raise ValueError(
+                f"late={limits['late']!r}: the course's late policy is {kept_late!r}; allowed: that one, or change "
+                f"`late=` in {dest / 'nbgrader_config.py'}"
+            )
         url, db = kept_url, kept_url if kept_url.startswith("postgresql") else None
     given = roster.read(roster_file) if roster_file is not None else []
     kept = roster.read(dest / roster.FILE) if (dest / roster.FILE).exists() else []
@@ -311,6 +322,30 @@ def make_course(
             echo(f"{assignment}: {len(written)} handouts written under {dest / handout.HANDOUT_DIR}")
     if students:
         roster.add_to_gradebook(url, students)
+    if due_utc is not None:
+        from nbgrader.api import Gradebook
+
+        with Gradebook(url) as gb:
+            for assignment in assignments:
+                gb.update_or_create_assignment(assignment, duedate=due_utc)
+        echo(f"due: {due_utc:%Y-%m-%d %H:%M} UTC for {', '.join(assignments)}")
+
+
+def _due(due: str | None):
+    """`due` (ISO 8601; without a zone, UTC) as the naive UTC datetime nbgrader keeps.
+
+    Raises:
+        ValueError: not a date and time.
+    """
+    import datetime
+
+    if due is None:
+        return None
+    try:
+        when = datetime.datetime.fromisoformat(due)
+    except ValueError as err:
+        raise ValueError(f"due={due!r}: not a date and time; allowed: ISO 8601, 2026-12-01T23:59+01:00") from err
+    return when.astimezone(datetime.UTC).replace(tzinfo=None) if when.tzinfo else when
 
 
 def _new_assignment(
@@ -364,6 +399,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seed", type=int, help="with --course: the class's own numbers from this seed")
     parser.add_argument("--roster", type=Path, help="with --course: nbgrader's student CSV, each their own numbers")
     parser.add_argument("--reseed", action="store_true", help="with --course: draw the named assignments again")
+    parser.add_argument("--due", help="with --course: the named assignments' due date (ISO 8601; no zone: UTC)")
+    parser.add_argument("--late", help="with --course, a new one: late policy, none (default), zero or P%%/day")
     parser.add_argument("--db", help="with --course: the gradebook's PostgreSQL URL (default: SQLite in DIR)")
     args = parser.parse_args(argv)
     chosen = args.assignments or assignments()
@@ -374,11 +411,21 @@ def main(argv: list[str]) -> int:
         parser.error(f"--seed={args.seed} needs --course DIR (the repository's own release keeps the text's numbers)")
     if args.db is not None and args.course is None:
         parser.error(f"--db={args.db!r} needs --course DIR (the repository's own release keeps no gradebook)")
-    if (args.roster is not None or args.reseed) and args.course is None:
-        parser.error("--roster and --reseed need --course DIR (the repository's own release has no class)")
+    if (args.roster is not None or args.reseed or args.due or args.late) and args.course is None:
+        parser.error("--roster, --reseed, --due and --late need --course DIR (the repository's release has no class)")
     if args.course is not None:
+        limits = {"late": args.late} if args.late is not None else {}
         try:
-            make_course(args.course, chosen, seed=args.seed, roster_file=args.roster, reseed=args.reseed, db=args.db)
+            make_course(
+                args.course,
+                chosen,
+                seed=args.seed,
+                roster_file=args.roster,
+                reseed=args.reseed,
+                due=args.due,
+                db=args.db,
+                **limits,
+            )
         except ValueError as err:
             parser.error(str(err))
         return 0

@@ -73,6 +73,7 @@ def configure(
     notebook_timeout_s: int = 600,
     sandbox: str = "bwrap",
     db: str | None = None,
+    late: str = "none",
 ) -> None:
     """Fill the traitlets config `c` for the course rooted at `root`.
 
@@ -86,6 +87,10 @@ def configure(
             isolation: the grader checks its own files around each submission instead; README,
             "Grading").
         db: the gradebook: None for SQLite in `root`, or a PostgreSQL URL (`gradebook_url`).
+        late: the late policy (`exercises/grading/late.py`): "none", "zero" or "P%/day".
+
+    Raises:
+        ValueError: an unknown late policy.
     """
     import nbgrader.api
     from nbconvert.preprocessors import ClearMetadataPreprocessor
@@ -102,6 +107,7 @@ def configure(
     )
 
     from exercises.grading.execute import BookExecute
+    from exercises.grading.late import LatePolicy, parse_policy
     from exercises.grading.pipeline import (
         CheckMetadata,
         CheckSavedGrades,
@@ -111,6 +117,7 @@ def configure(
     )
     from exercises.variants import DropSolutionOnly, RenderVariant
 
+    parse_policy(late)
     nbgrader.api.get_alembic_version = gradebook_revision
     root = Path(root).resolve()
     c.CourseDirectory.root = str(root)
@@ -150,6 +157,8 @@ def configure(
     c.BookExecute.kernel_name = "python3"
     c.BookExecute.sandbox = sandbox
     c.Execute.kernel_name = "python3"
+    c.AssignLatePenalties.plugin_class = LatePolicy
+    c.LatePolicy.penalty = late
 
 
 def write_config(root: Path, **limits) -> Path:

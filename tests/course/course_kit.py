@@ -83,6 +83,7 @@ class Course:
         db: str | None = None,
         roster: Path | None = None,
         solutions: bool = False,
+        late: str = "none",
     ):
         self.root = root
         self.db = db
@@ -97,6 +98,7 @@ class Course:
             notebook_timeout_s=notebook_timeout_s,
             sandbox=sandbox,
             db=db,
+            late=late,
         )
         self.releases = {a: root / "release" / a / f"{a}.ipynb" for a in assignments}
         self.values = {a: variants.load(root, a) for a in assignments}

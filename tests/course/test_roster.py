@@ -322,3 +322,20 @@ def test_grading_a_submission_again_gives_the_same_scores(graded):
     first, scores, second, again, _ = graded
     assert second["notes"] == first["notes"]
     assert again == scores
+
+
+def test_nbgrader_export_gives_the_rosters_names_and_emails(graded, course, tmp_path):
+    import csv
+
+    from nbgrader.api import Gradebook
+    from nbgrader.plugins import CsvExportPlugin
+
+    with Gradebook(course_db(course.root)) as gb:
+        CsvExportPlugin(to=str(tmp_path / "grades.csv"), assignment=[CH01]).export(gb)
+    rows = {row["student_id"]: row for row in csv.DictReader((tmp_path / "grades.csv").open())}
+    assert (rows["ada"]["first_name"], rows["ada"]["last_name"], rows["ada"]["email"]) == (
+        "Ada",
+        "Lovelace",
+        "ada@example.org",
+    )
+    assert float(rows["ada"]["score"]) == sum(score for score, _ in graded[1]["ada"].values())
