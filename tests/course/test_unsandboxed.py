@@ -20,6 +20,7 @@ from tests.course.attacks import (
     CH01,
     DETACHED_WRITER,
     DETACHES,
+    IGNORES_SIGINT,
     POISONS,
     total,
     with_attack,
@@ -32,7 +33,7 @@ from tests.course.course_kit import SANDBOX, Course, reference_answers
 def unboxed(tmp_path_factory):
     """Without a sandbox (the instructor's explicit `sandbox="none"`), the text's numbers: a late gradebook
     writer and 30 detached processes, each on answers that are all wrong; and the reference answers with
-    one of them an endless loop that catches the interrupt."""
+    two of them endless loops, one that catches the interrupt and one that ignores it."""
     root = tmp_path_factory.mktemp("unboxed")
     course = Course(root, [CH01], cell_timeout_s=6, sandbox="none")
     wrong = wrong_answers(CH01)
@@ -40,8 +41,9 @@ def unboxed(tmp_path_factory):
     db = str(root / "gradebook.db")
     course.submit(CH01, "late_writer", with_attack(wrong, DETACHED_WRITER.format(db=db)))
     course.submit(CH01, "detaches", with_attack(wrong, DETACHES.format(tag=tag)))
-    looping = sorted(keys_for(CH01))[1]
-    course.submit(CH01, "catches_interrupt", {**reference_answers(CH01), looping + "_answer": CATCHES_INTERRUPT})
+    catches, ignores = sorted(keys_for(CH01))[1:4:2]
+    stuck = {catches + "_answer": CATCHES_INTERRUPT, ignores + "_answer": IGNORES_SIGINT}
+    course.submit(CH01, "stuck_cells", {**reference_answers(CH01), **stuck})
     first = course.autograde(CH01)
     time.sleep(6)  # the late writer's 4 s
     return course, first, tag
@@ -111,11 +113,12 @@ def test_every_run_without_a_sandbox_says_what_a_submission_can_do(unboxed):
     assert first.stderr.count(said) == len(course.scores(CH01)), first.stderr[-3000:]
 
 
-def test_without_a_sandbox_an_interrupt_caught_in_a_loop_costs_only_its_own_question(unboxed):
+def test_without_a_sandbox_an_interrupt_caught_or_ignored_in_a_loop_costs_only_its_own_question(unboxed):
+    """The kernel that ignores the interrupt is restarted and the cells before the next question replayed."""
     course, *_ = unboxed
-    looping = sorted(keys_for(CH01))[1]
-    for gid, (score, top) in course.scores(CH01)["catches_interrupt"].items():
-        assert score == (0 if gid == looping else top), (gid, score, top)
+    looping = sorted(keys_for(CH01))[1:4:2]
+    for gid, (score, top) in course.scores(CH01)["stuck_cells"].items():
+        assert score == (0 if gid in looping else top), (gid, score, top)
 
 
 def test_without_a_sandbox_a_submission_that_changes_the_graders_files_stops_grading(poisoned):
