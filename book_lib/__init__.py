@@ -52,6 +52,7 @@ LAYERS: MappingProxyType[str, dict[str, str]] = MappingProxyType({
         "attention": "attention and the one Transformer layer of every demo",
         "decode": "a small model that generates with a KV cache",
         "hlo": "compiled programs read for their collectives, op lines and cost analysis",
+        "program_rules": "the rules a graded JAX program keeps, read from its StableHLO and compiled HLO",
         "profile": "a program's trace, HLO ops and memory",
         "bench": "timing jitted code, and the comparisons `make bench` prints",
         "calibrate": "the cited efficiencies measured on the reader's device (`python -m book_lib calibrate`)",

@@ -79,6 +79,8 @@ def solution_notebook(nb, assignment: str):
         if cell.cell_type == "code":
             cell.source = MARKER.sub("", cell.source).rstrip()
             cell.outputs, cell.execution_count = [], None
+        elif cell.get("metadata", {}).get("nbgrader", {}).get("solution"):  # a written answer graded by hand
+            cell.source = MARKER.sub("", cell.source).strip()
         else:
             cell.source = cell.source.replace(release, f"solutions/{assignment}.ipynb")
             cell.source = cell.source.replace("](../../../", "](../")
@@ -113,14 +115,28 @@ def question_problems(nb, assignment: str) -> list[str]:
     function, says the key's tolerance in the words of `TOLERANCE_WORDS`; the answer defines each
     name; the header gives the total (`<% total_points %>`).
     """
-    from exercises.keys import keys_for
+    from exercises.keys import keys_for, manual_for
     from exercises.variants import TEMPLATE_NAMES, points, pts
 
-    keys, marks = keys_for(assignment), points(nb)
+    keys, by_hand, marks = keys_for(assignment), manual_for(assignment), points(nb)
     cells = {grade_id(c): c for c in nb.cells if grade_id(c)}
     problems = [
-        f"{gid}: a test cell without a key in exercises/keys/{assignment}.py" for gid in marks if gid not in keys
+        f"{gid}: a test cell without a key in exercises/keys/{assignment}.py"
+        for gid in marks
+        if gid not in keys and gid not in by_hand
     ]
+    for gid, rubric in by_hand.items():
+        parts = [f"{gid}_statement", gid]
+        if [g for g in cells if g in parts] != parts:
+            problems.append(f"{gid}: cells {[g for g in cells if g in parts]}; allowed: {parts}, in this order")
+            continue
+        answer = cells[gid].metadata["nbgrader"]
+        if cells[gid].cell_type != "markdown" or not (answer.get("solution") and answer.get("grade")):
+            problems.append(f"{gid}: not a manually graded answer; allowed: a Markdown cell, solution and grade")
+        if marks.get(gid) != rubric.points:
+            problems.append(f"{gid}: {marks.get(gid)} points; allowed: its rubric's {rubric.points:g}")
+        if rubric.markdown() not in cells[parts[0]].source:
+            problems.append(f"{gid}: the statement does not show its rubric; allowed: '<% rubric %>'")
     for gid, key in keys.items():
         parts = [f"{gid}_statement", f"{gid}_answer", f"{gid}_sanity", gid]
         if [g for g in cells if g in parts] != parts:

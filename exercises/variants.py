@@ -31,7 +31,7 @@ import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from book_lib import hardware, numfmt
-from exercises.keys import Key, draw_linked, keys_for, linked_groups
+from exercises.keys import Key, draw_linked, keys_for, linked_groups, manual_for
 
 __all__ = [
     "draw",
@@ -111,8 +111,9 @@ def chip_name(name: str) -> str:
 # value question's accepted answers for these numbers (`<% answers[1]["name"] %>`: the key's, then one
 # per model of `Key.also`), for a solution that shows the text's model beside the exact one, and whether
 # the question shows the text's own numbers (`is_text`; `<% text_note(", which allows the text's 240") %>`
-# is the words given where it does and nothing where a class's numbers stand).
-TEMPLATE_NAMES = ("pts", "total_points", "answers", "is_text", "text_note")
+# is the words given where it does and nothing where a class's numbers stand); a question graded by
+# hand gets its rubric (`<% rubric %>`, `keys.Rubric.markdown`).
+TEMPLATE_NAMES = ("pts", "total_points", "answers", "is_text", "text_note", "rubric")
 HELPERS = {
     "sci": sci,
     "comma": comma,
@@ -194,7 +195,7 @@ def render(
 
     A class's render also drops the Colab badge, which opens the text's version from the repository.
     """
-    keys = keys_for(assignment)
+    keys, by_hand = keys_for(assignment), manual_for(assignment)
     values = values if values is not None else {gid: dict(k.params) for gid, k in keys.items()}
     is_text = all(values.get(gid, {}) == dict(k.params) for gid, k in keys.items())
     keep_text_only = is_text if text_only is None else text_only
@@ -218,6 +219,8 @@ def render(
                 "is_text": shows_text,
                 "text_note": functools.partial(_text_note, shows_text),
             }
+        elif gid.endswith("_statement") and question in by_hand:
+            scope = {**total, "pts": pts(marks.get(question, 0)), "rubric": by_hand[question].markdown()}
         if cell.get("metadata", {}).get("book", {}).get("text_only") and not keep_text_only:
             continue
         cell.source = _fill(cell.source, scope, code=cell.cell_type == "code", where=gid or cell.get("id", "?"))

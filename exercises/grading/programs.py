@@ -8,6 +8,7 @@ outside a short list of JAX's own sharding markers (so no host callback) and sen
 host (no infeed, outfeed, send or recv). Its StableHLO is read for the operations the question asks
 (`JaxCheck.needs_primitives`, under their StableHLO names), the largest array (`max_elements`) and a
 kernel's blocks (`kernel_blocks`). Then it is compiled here, the compiled HLO read for collectives,
+by the rules of `book_lib.program_rules` (`JaxCheck.rules`: the same a student's `check` applies),
 and run on inputs drawn here, long after the kernel has exited, from a seed the kernel never sees
 (`pipeline.probe_seed`); its values and each device's block are compared with the key's float64 reference.
 
@@ -20,117 +21,23 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 import os
-import re
 import select
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from time import monotonic
 
 import numpy as np
 
-from book_lib import collectives
-from book_lib.hlo_arrays import tensor_shapes
+from book_lib import program_rules
 from exercises.keys import JaxCheck, keys_for
 
-__all__ = ["N_DEVICES", "ALLOWED_CUSTOM_CALLS", "OPS", "Op", "stablehlo_ops", "judge_programs", "Worker", "WORKER"]
+__all__ = ["N_DEVICES", "judge_programs", "Worker", "WORKER"]
 
 N_DEVICES = 8  # the mesh the JAX questions are graded on: devices.setup() always provides 8
 MESH_AXIS = "X"
-# Custom calls JAX itself emits to mark shardings and shard_map's manual regions; anything else
-# (a host callback above all) is refused before the program runs.
-ALLOWED_CUSTOM_CALLS = frozenset(
-    {
-        "Sharding",
-        "SPMDFullToShardShape",
-        "SPMDShardToFullShape",
-        "xla.sdy.GlobalToLocalShape",
-        "xla.sdy.LocalToGlobalShape",
-        "xla.sdy.FuncResultSharding",
-    }
-)
-# Operations that talk to the host: they would block the worker or carry data past the grader.
-HOST_OPS = frozenset({"stablehlo.infeed", "stablehlo.outfeed", "stablehlo.send", "stablehlo.recv"})
-# A key's `needs_primitives` names (JAX primitives) -> the StableHLO operations that implement them.
-OPS = {
-    "shard_map": (
-        "sdy.manual_computation",
-        "custom_call:SPMDFullToShardShape",
-        "custom_call:xla.sdy.GlobalToLocalShape",
-    ),
-    **{names.primitive: (names.stablehlo,) for names in collectives.NAMES.values()},
-    "dynamic_update_slice": ("stablehlo.dynamic_update_slice",),
-}
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_OP_NAME = re.compile(r'^(?:%[\w#:.]+(?:\s*,\s*%[\w#:.]+)*\s*=\s*)?"?([a-z_]+\.[a-z_.]+)"?')
-
-
-@dataclass(frozen=True, slots=True)
-class Op:
-    """One operation of a StableHLO module: its name, a custom call's target, and its line with strings blanked."""
-
-    name: str
-    target: str
-    text: str
-
-
-def stablehlo_ops(module: str) -> list[Op]:
-    """Every operation of a printed StableHLO module, one per line that starts one (locations skipped)."""
-    ops = []
-    for line in module.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("#loc"):
-            continue
-        match = _OP_NAME.match(stripped)
-        if not match:
-            continue
-        target = ""
-        if match.group(1) == "stablehlo.custom_call":
-            named = re.search(r"custom_call\s+@([\w.$-]+)", stripped) or re.search(
-                r'call_target_name\s*=\s*"([^"]*)"', stripped
-            )
-            target = named.group(1) if named else "?"
-        ops.append(Op(match.group(1), target, _STRING.sub('""', stripped)))
-    return ops
-
-
-def _has(ops: list[Op], primitive: str) -> bool:
-    for wanted in OPS.get(primitive, (primitive,)):
-        kind, _, target = wanted.partition(":")
-        if any(
-            op.name == kind or (target and op.name == "stablehlo.custom_call" and op.target == target) for op in ops
-        ):
-            return True
-    return False
-
-
-def _judge_kernel(check: JaxCheck, name: str, ops: list[Op]) -> str | None:
-    """A grid of steps, each loading the asked blocks and multiplying them; no matmul larger than a block."""
-    *inputs, out_block = (tuple(b) for b in check.kernel_blocks)
-    if not any(op.name == "stablehlo.while" for op in ops):
-        return f"{name}: the program has no grid of steps (no loop)"
-    loaded = {
-        tensor_shapes(op.text)[-1] for op in ops if op.name == "stablehlo.dynamic_slice" and tensor_shapes(op.text)
-    }
-    missing = [b for b in inputs if b not in loaded]
-    if missing:
-        return f"{name}: no step loads a block of shape {missing[0]}"
-    dots = [tensor_shapes(op.text) for op in ops if op.name == "stablehlo.dot_general"]
-    for shapes in dots:
-        if shapes and math.prod(shapes[-1]) > math.prod(out_block):
-            return f"{name}: a matmul outside the kernel's blocks produces an array of shape {shapes[-1]}"
-    if not any(shapes[-3:] == [*inputs, out_block] for shapes in dots):
-        return f"{name}: no matmul multiplies a {inputs[0]} block by a {inputs[1]} block"
-    return None
-
-
-def _blank(hlo_text: str) -> str:
-    """Compiled HLO with every quoted string blanked (op names and source files are the student's text)."""
-    return _STRING.sub('""', hlo_text)
 
 
 def _read_program(text: object):
@@ -186,27 +93,13 @@ def _judge_one(check: JaxCheck, name: str, sizes: tuple, statics: tuple, program
     if message:
         return message
     try:
-        ops = stablehlo_ops(exported.mlir_module())
+        ops = program_rules.stablehlo_ops(exported.mlir_module())
     except Exception:  # noqa: BLE001 (bytecode this jax cannot read: nothing is run)
         return f"{name}: the program's StableHLO could not be read"
-    calls = sorted({op.target for op in ops if op.name == "stablehlo.custom_call"} - ALLOWED_CUSTOM_CALLS)
-    if calls:
-        what = f"{calls[0]!r} (a host callback or another custom call)"
-        return f"{name}: the program calls {what}, which the grader does not run"
-    talks = sorted({op.name for op in ops} & HOST_OPS)
-    if talks:
-        return f"{name}: the program talks to the host ({talks[0]}), which the grader does not run"
-    for primitive in check.needs_primitives:
-        if not _has(ops, primitive):
-            return f"{name}: the program has no {primitive}"
-    if check.max_elements is not None:
-        largest = max((math.prod(s) for op in ops for s in tensor_shapes(op.text)), default=0)
-        if largest >= check.max_elements(sizes):
-            return f"{name}: the program holds an array of {largest} values, as large as the full score matrix"
-    if check.kernel_blocks:
-        message = _judge_kernel(check, name, ops)
-        if message:
-            return message
+    rules = check.rules(sizes, N_DEVICES)
+    message = program_rules.program_problem(rules, name, ops)
+    if message:
+        return message
     if mesh is not None:
         with jax.set_mesh(mesh):
             placed = [jax.device_put(a, jax.P(*s)) for a, s in zip(arrays, check.in_specs, strict=True)]
@@ -223,13 +116,15 @@ def _judge_one(check: JaxCheck, name: str, sizes: tuple, statics: tuple, program
         return f"{name}: wrong values for sizes {sizes}"
     if check.recorder == "sharded":
         shards = [np.asarray(s.data, dtype=np.float64) for s in out.addressable_shards]
-        return _judge_sharded(check, name, sizes, want, shards, bound, _blank(hlo.hlo_text(compiled)))
+        message = _judge_sharded(check, name, sizes, want, shards, bound)
+        return message or program_rules.compiled_problem(
+            rules, name, program_rules.blank(hlo.hlo_text(compiled)), N_DEVICES
+        )
     return None
 
 
-def _judge_sharded(check: JaxCheck, name: str, sizes, want, shards, bound: float, text: str) -> str | None:
-    from book_lib import hlo
-
+def _judge_sharded(check: JaxCheck, name: str, sizes, want, shards, bound: float) -> str | None:
+    """Each device's block of the output: all of it where the result is replicated, the asked shape."""
     if len(shards) != N_DEVICES:
         return f"{name}: expected one block per device"
     if check.per_device and not all(
@@ -238,21 +133,6 @@ def _judge_sharded(check: JaxCheck, name: str, sizes, want, shards, bound: float
         return f"{name}: not every device holds the whole result"
     if check.block is not None and tuple(shards[0].shape) != tuple(check.block(sizes, N_DEVICES)):
         return f"{name}: device 0 holds a block of shape {tuple(shards[0].shape)}, not the asked one"
-    counts = hlo.collective_counts(text)
-    for op, (least, most) in check.collectives.items():
-        if not least <= counts[op] <= most:
-            return f"{name}: the compiled program has {counts[op]} {op}"
-    if check.max_collective_elements is not None:
-        limit = check.max_collective_elements(sizes, N_DEVICES)
-        for op, values in hlo.collective_elements(text):
-            if values > limit:
-                return f"{name}: one {op} moves an array of {values} values, more than the pieces the question asks for"
-    traffic = hlo.permute_traffic(text, N_DEVICES)
-    for shift in check.permute_shifts:
-        # each asked direction carries a real share of the data, not a token permute beside the rest
-        if traffic.get(shift % N_DEVICES, 0) * 4 < sum(traffic.values()):
-            side = "right (to device i + 1)" if shift > 0 else "left (to device i - 1)"
-            return f"{name}: the collective-permutes send less than a quarter of their data to the {side}"
     return None
 
 

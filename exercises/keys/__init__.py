@@ -21,7 +21,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from book_lib import models, transformer
+from book_lib import models, program_rules, transformer
 
 __all__ = [
     "Key",
@@ -39,6 +39,9 @@ __all__ = [
     "preset_sizes",
     "sized_model",
     "MAX_REDRAWS",
+    "Rubric",
+    "manual",
+    "manual_for",
 ]
 
 # Integer factors by which grading-time inputs scale the text's cases (see `scaled`).
@@ -220,7 +223,7 @@ class JaxCheck:
         block: (sizes, n_devices) -> the shape of device 0's block of the output, or None.
         collectives: collective name -> (least, most) count in the compiled program, for n > 1.
         needs_primitives: JAX primitives the program must contain (`"shard_map"`, `"psum"`), found
-            as the StableHLO operations they lower to (`programs.OPS`).
+            as the StableHLO operations they lower to (`book_lib.program_rules.OPS`).
         max_elements: (sizes) -> no array in the program's StableHLO may hold this many values or more.
         max_collective_elements: (sizes, n_devices) -> no collective of the compiled program may
             produce an array of more values than this (a program that moves data in pieces).
@@ -245,6 +248,20 @@ class JaxCheck:
     max_collective_elements: Callable[..., int] | None = None
     permute_shifts: tuple[int, ...] = ()
     kernel_blocks: tuple[tuple[int, ...], ...] = ()
+
+    def rules(self, sizes: tuple[int, ...], n_devices: int) -> program_rules.Rules:
+        """The rules of the program graded on `sizes`, as plain data (`book_lib.program_rules`): what the
+        grader holds the program to, and what a student's `check` applies before handing in."""
+        return program_rules.Rules(
+            needs_primitives=self.needs_primitives,
+            max_elements=self.max_elements(sizes) if self.max_elements else None,
+            kernel_blocks=self.kernel_blocks,
+            collectives=dict(self.collectives),
+            max_collective_elements=(
+                self.max_collective_elements(sizes, n_devices) if self.max_collective_elements else None
+            ),
+            permute_shifts=self.permute_shifts,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -483,5 +500,39 @@ def _numbers(
 
 
 def keys_for(assignment: str) -> dict[str, Key]:
-    """The keys of one assignment (`"ch01_rooflines"`), by grade_id."""
+    """The keys of one assignment (`"ch01_rooflines"`), by grade_id: its autograded questions."""
     return importlib.import_module(f"exercises.keys.{assignment}").KEYS
+
+
+@dataclass(frozen=True, slots=True)
+class Rubric:
+    """A question graded by hand (nbgrader's manually graded answer, through `formgrade`): what earns its points.
+
+    Attributes:
+        criteria: (points, what earns them), in the order a grader reads them.
+    """
+
+    criteria: tuple[tuple[float, str], ...]
+
+    def __post_init__(self) -> None:
+        if not self.criteria or any(not points > 0 for points, _ in self.criteria):
+            raise ValueError(f"criteria={self.criteria!r}: allowed: one or more (points > 0, criterion)")
+
+    @property
+    def points(self) -> float:
+        """The question's points: the sum of its criteria's."""
+        return sum(points for points, _ in self.criteria)
+
+    def markdown(self) -> str:
+        """The rubric as its statement shows it, a list of criteria with their points."""
+        return "\n".join(f"- {points:g} pt{'' if points == 1 else 's'}: {what}" for points, what in self.criteria)
+
+
+def manual(*criteria: tuple[float, str]) -> Rubric:
+    """A question graded by hand: its rubric, (points, criterion) each. The statement prints it (`<% rubric %>`)."""
+    return Rubric(tuple(criteria))
+
+
+def manual_for(assignment: str) -> dict[str, Rubric]:
+    """The questions of one assignment graded by hand, by grade_id (a keys module's `MANUAL`; most have none)."""
+    return getattr(importlib.import_module(f"exercises.keys.{assignment}"), "MANUAL", {})

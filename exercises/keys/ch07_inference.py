@@ -6,7 +6,7 @@ import dataclasses
 import random
 
 from book_lib import hardware, inference, models, roofline, topology, transformer
-from exercises.keys import function, pick, preset_sizes, program, sized_model, value
+from exercises.keys import function, manual, pick, preset_sizes, program, sized_model, value
 from exercises.keys.chips import TPUS, text_chip
 
 # The model of Part 7's worked problems ("based on LLaMA-2 13B"), input and output embeddings shared.
@@ -273,6 +273,16 @@ KEYS = {
     ),
 }
 
+
+# Problem 7.4 asks for a design, which more than one answer defends: graded by hand (formgrade), by this rubric.
+MANUAL = {
+    "ch07_q4_sharding_design": manual(
+        (1, "the bound on tensor parallelism over ICI, computed for this model and batch (chapter 8's F / (B beta))"),
+        (1, "a sharding of the weights over the 16 chips that respects that bound and fits in HBM"),
+        (1, "a sharding of the KV caches (by key/value heads as far as K allows, then by batch)"),
+        (1, "a step time from the weight and cache reads per chip, plus the collectives, within a factor of 2"),
+    ),
+}
 
 # Answers a student might plausibly write that must still lose their points (tests/course/test_grading.py).
 PLAUSIBLE = {

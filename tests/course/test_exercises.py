@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 from exercises import build, variants
-from exercises.keys import keys_for
+from exercises.keys import keys_for, manual_for
 
 ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENTS = build.assignments()
@@ -24,7 +24,7 @@ def test_every_graded_cell_has_a_key_and_no_notebook_holds_an_answer(assignment)
     keys = keys_for(assignment)
     source = nbformat.read(build.source_path(assignment), as_version=4)
     tests = _graded_tests(source)
-    assert set(tests) == set(keys), "one key per graded test cell"
+    assert set(tests) == set(keys) | set(manual_for(assignment)), "one key or rubric per graded cell"
     text = json.dumps([c.source for c in source.cells if not c.metadata.get("nbgrader", {}).get("solution")])
     for marker in ("BEGIN HIDDEN TESTS", "expected =", "book_grader"):
         assert marker not in text, f"{marker!r}: expected values live only in exercises/keys"
@@ -75,7 +75,8 @@ def _solution_namespace(assignment, values=None):
     namespace: dict = {}
     for cell in source.cells:
         gid = build.grade_id(cell) or ""
-        if gid == "imports" or (cell.metadata.get("nbgrader", {}).get("solution") and gid not in jax_answers):
+        answer = cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution")
+        if gid == "imports" or (answer and gid not in jax_answers):
             exec(build.MARKER.sub("", cell.source), namespace)  # noqa: S102 (the instructor's own code)
     return namespace
 
@@ -104,7 +105,8 @@ def test_release_leaks_no_solution_hidden_test_or_answer(assignment):
         for line in solution_lines:
             if line.strip():
                 assert line.strip() not in released[build.grade_id(cell)], line
-        assert "raise NotImplementedError()" in released[build.grade_id(cell)], body[:40]
+        stub = "raise NotImplementedError()" if cell.cell_type == "code" else "YOUR ANSWER HERE"
+        assert stub in released[build.grade_id(cell)], body[:40]
     # every answer value (and every non-integer value a function must return) stays out of the release
     numbers = json.dumps([c.source for c in nb.cells])
     for gid, key in keys_for(assignment).items():

@@ -21,7 +21,7 @@ import nbformat
 import pytest
 
 from exercises import build, variants
-from exercises.keys import keys_for
+from exercises.keys import keys_for, manual_for
 from tests.course.course_kit import SANDBOX, Course, reference_answers, wrong_answer
 
 SEED = 20261124
@@ -63,7 +63,7 @@ class GradedCourse:
     def graded(cls, tmp_path_factory):
         """Every assignment's three submissions, graded by one `nbgrader autograde` run: assignment ->
         student -> grade_id -> (score, max score)."""
-        course = Course(tmp_path_factory.mktemp("class"), list(cls.assignments), seed=SEED, solutions=True)
+        course = cls.course = Course(tmp_path_factory.mktemp("class"), list(cls.assignments), seed=SEED, solutions=True)
         cls.solutions = {a: course.root / "solutions" / f"{a}.ipynb" for a in cls.assignments}
         cls.answers = {}
         for assignment in cls.assignments:
@@ -88,16 +88,18 @@ class GradedCourse:
     def test_every_submission_is_graded_on_every_question(self, graded, assignment):
         scores = graded[assignment]
         assert set(scores) == set(STUDENTS)
-        assert all(set(scores[student]) == set(keys_for(assignment)) for student in STUDENTS)
+        questions = set(keys_for(assignment)) | set(manual_for(assignment))
+        assert all(set(scores[student]) == questions for student in STUDENTS)
 
     def test_blank_release_scores_zero_everywhere(self, graded, assignment):
         blank = graded[assignment]["blank"]
         assert all(score == 0 for score, _ in blank.values()), blank
 
     def test_reference_solution_scores_full_marks(self, graded, assignment):
-        short = {
-            gid: pair for gid, pair in graded[assignment]["reference"].items() if pair[0] != pair[1] or pair[1] <= 0
-        }
+        """Every autograded question; one graded by hand waits for the instructor (next test)."""
+        by_hand = manual_for(assignment)
+        reference = {gid: pair for gid, pair in graded[assignment]["reference"].items() if gid not in by_hand}
+        short = {gid: pair for gid, pair in reference.items() if pair[0] != pair[1] or pair[1] <= 0}
         assert not short, short
 
     def test_every_wrong_answer_loses_its_points(self, graded, assignment):
@@ -144,6 +146,24 @@ class TestGradingA(GradedCourse):
 
 class TestGradingB(GradedCourse):
     assignments = ("ch02_tpus", "ch05_training", "ch07_inference", "ch08_serving_llama3", "ch10_jax")
+
+    def test_a_question_graded_by_hand_waits_in_the_gradebook_for_formgrade(self, graded):
+        """Problem 7.4: an answer written needs a manual grade; a blank one scores 0. The score formgrade saves
+        (its `manual_score`, here through the same gradebook API) counts in the total."""
+        from nbgrader.api import Gradebook
+
+        from exercises.course import gradebook_url
+
+        assignment, gid = "ch07_inference", "ch07_q4_sharding_design"
+        with Gradebook(gradebook_url(self.course.root)) as gb:
+            written = gb.find_grade(gid, assignment, assignment, "reference")
+            assert written.needs_manual_grade and written.auto_score is None
+            blank = gb.find_grade(gid, assignment, assignment, "blank")
+            assert blank.score == 0 and not blank.needs_manual_grade
+            before = gb.find_submission(assignment, "reference").score
+            written.manual_score = 3.0
+            gb.db.commit()
+            assert gb.find_submission(assignment, "reference").score == before + 3.0
 
 
 def test_the_two_halves_hold_every_assignment_once():

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from book_lib import program_rules
 from book_lib.hlo_arrays import tensor_shapes
 from exercises import build
 from exercises.grading import pipeline, programs, recorder
@@ -196,7 +197,7 @@ def test_stablehlo_ops_read_operations_not_the_strings_around_them():
             '    %3:2 = stablehlo.while(%i = %c) : tensor<i32> loc("tensor<999999x999999xf32>")',
         ]
     )
-    ops = programs.stablehlo_ops(module)
+    ops = program_rules.stablehlo_ops(module)
     assert [op.name for op in ops] == [
         "stablehlo.add",
         "stablehlo.all_reduce",
