@@ -39,7 +39,7 @@ os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get(
 
 # The header's advice to a student, and what a reader of the solutions gets instead.
 STUDENT_INSTRUCTIONS = re.compile(
-    r"(\*\*\d+ points?\.\*\*) Fill in each cell that says `YOUR CODE HERE`.*?when it grades\.\n"
+    r"(\*\*\d+ points?\.\*\*) Fill in each cell that says `YOUR CODE HERE`.*?where your class collects it\.\n"
     r"Read (\[chapter \d+\]\([^)]*\)) first\..*?$",
     re.DOTALL | re.MULTILINE,
 )
@@ -201,6 +201,65 @@ def execute(nb, cwd: Path, timeout_s: int = 600):
 
     NotebookClient(nb, timeout=timeout_s, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
     return nb
+
+
+ANSWER_RULES = ROOT / "book_lib" / "answer_rules.py"
+HEADING = re.compile(r"^## (Q\w+) \(")
+ANSWER_RULES_HEADER = '''"""What each exercise question asks of an answer's form: what `book_lib.answer_check` checks.
+
+Written by `make exercises` from `exercises/keys/` (`exercises/build.py`, `answer_rules`); do not edit.
+Nothing here is an expected value: names, kinds, a choice's options, a function's text inputs and how
+many numbers it returns, a JAX question's shapes and the rules of its program (`book_lib.program_rules`).
+"""
+
+from typing import Any
+
+RULES: dict[str, dict[str, dict[str, Any]]] = '''
+
+
+def answer_rules() -> dict[str, dict[str, dict]]:
+    """assignment -> question label ("Q9") -> what `book_lib.answer_check` checks of its answer."""
+    import dataclasses
+    import random
+
+    from exercises.grading import pipeline, programs
+    from exercises.keys import keys_for, manual_for
+
+    rules: dict[str, dict[str, dict]] = {}
+    for assignment in assignments():
+        keys, by_hand = keys_for(assignment), manual_for(assignment)
+        questions: dict[str, dict] = {}
+        for cell in rendered_source(assignment).cells:
+            gid, label = (grade_id(cell) or "").removesuffix("_statement"), HEADING.match(cell.source)
+            if label is None or gid not in keys and gid not in by_hand:
+                continue
+            if gid in by_hand:
+                questions[label[1]] = {"grade_id": gid, "kind": "manual", "names": ()}
+                continue
+            key = keys[gid]
+            question = {"grade_id": gid, "kind": key.kind, "names": key.names}
+            if key.kind == "choice":
+                question["choices"] = key.choices
+            elif key.kind == "function":
+                first = key.reference(*key.cases[0])
+                question |= {"cases": key.cases, "arity": len(first) if isinstance(first, (tuple, list)) else 1}
+            elif key.kind == "jax":
+                spec = pipeline.draw_spec(gid, key, random.Random(0))
+                probes = [
+                    {**probe, "rules": dataclasses.asdict(key.check.rules(tuple(probe["sizes"]), programs.N_DEVICES))}
+                    for probe in spec["probes"]
+                ]
+                question |= {"recorder": spec["recorder"], "n_devices": spec["n_devices"], "probes": probes}
+            questions[label[1]] = question
+        rules[assignment] = questions
+    return rules
+
+
+def answer_rules_source() -> str:
+    """The text of `book_lib/answer_rules.py`: `answer_rules()` as a Python literal."""
+    import pprint
+
+    return ANSWER_RULES_HEADER + pprint.pformat(answer_rules(), width=118, sort_dicts=False) + "\n"
 
 
 def build(assignment: str) -> None:
@@ -447,6 +506,8 @@ def main(argv: list[str]) -> int:
         return 0
     for assignment in chosen:
         build(assignment)
+    ANSWER_RULES.write_text(answer_rules_source())
+    print(f"{ANSWER_RULES.relative_to(ROOT)} written")
     return 0
 
 

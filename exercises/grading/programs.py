@@ -1,6 +1,6 @@
 """JAX answers judged on programs the grader runs itself.
 
-The kernel hands over only a serialised `jax.export` program per probe (`recorder.export_program`).
+The kernel hands over only a serialised `jax.export` program per probe (`book_lib.answer_check.export_program`).
 Here, in a worker process of the grader's (`Worker`, started with 8 CPU devices and its own limits),
 each program is deserialised and checked before anything runs: it targets the CPU and the grading
 mesh, takes exactly the asked input types and shardings, has no side effects, calls no custom call

@@ -14,16 +14,15 @@ no protection from their code (rebinding what it uses can only change or lose th
   outputs is read.
 
 This file imports nothing from `exercises` (the sandbox hides the course's code and keys): it must
-run from its source text alone, on the kernel's own numpy, IPython and jax.
+run from its source text alone, on the kernel's own numpy, IPython, jax and `book_lib` (the export is
+`book_lib.answer_check.export_program`, the one a student's `check` runs too).
 """
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 MIME = "application/vnd.book-grader.record+json"
-MESH_AXIS = "X"  # the one axis of the mesh a sharded JAX answer is exported for
 
 
 def plain(value: Any) -> Any:
@@ -42,44 +41,6 @@ def plain(value: Any) -> Any:
         return {"bad": type(value).__name__ + ": " + str(err)[:80]}
 
 
-def export_program(fn, probe: dict, recorder: str, n_devices: int) -> str:
-    """`fn(*arrays, *statics)` exported with `jax.export` for the probe's input types; base64 text.
-
-    Args:
-        fn: the student's function.
-        probe: `shapes` and `dtypes` of the array inputs, `statics` (trailing Python values) and,
-            for a sharded program, `specs` (one partition spec per array, over the axis "X").
-        recorder: "sharded" (the inputs placed over a mesh of `n_devices` devices) or "traced"
-            (one device).
-        n_devices: the grading mesh's size.
-    """
-    import jax
-    from jax import export
-
-    statics = tuple(probe["statics"])
-
-    def call(*arrays):
-        return fn(*arrays, *statics)
-
-    types = list(zip(probe["shapes"], probe["dtypes"], strict=True))
-    with jax.default_matmul_precision("highest"):  # judged against float64 NumPy
-        if recorder == "traced":
-            avals = [jax.ShapeDtypeStruct(tuple(shape), dtype) for shape, dtype in types]
-            exported = export.export(jax.jit(call), platforms=("cpu",))(*avals)
-        else:
-            import book_lib.devices
-
-            devices = book_lib.devices.mesh_devices()[:n_devices]
-            mesh = jax.make_mesh((len(devices),), (MESH_AXIS,), (jax.sharding.AxisType.Explicit,), devices=devices)
-            with jax.set_mesh(mesh):
-                avals = [
-                    jax.ShapeDtypeStruct(tuple(shape), dtype, sharding=jax.NamedSharding(mesh, jax.P(*spec)))
-                    for (shape, dtype), spec in zip(types, probe["specs"], strict=True)
-                ]
-                exported = export.export(jax.jit(call), platforms=("cpu",))(*avals)
-    return base64.b64encode(exported.serialize()).decode()
-
-
 def record(spec: dict, space: dict) -> dict:
     """The record of one question: what the names of `space` (the kernel's globals) answer."""
     names = spec["names"]
@@ -96,12 +57,15 @@ def record(spec: dict, space: dict) -> dict:
                     outputs.append({"raised": type(err).__name__})
             out["outputs"] = outputs
         else:
+            from book_lib.answer_check import export_program
+
             fn, programs = space.get(names[0]), []
             if not callable(fn):
                 raise TypeError(f"{names[0]} is not a function")
             for probe in spec["probes"]:
                 try:
-                    programs.append({"program": export_program(fn, probe, spec["recorder"], spec["n_devices"])})
+                    program = export_program(fn, probe, spec["recorder"], spec["n_devices"])
+                    programs.append({"program": program})
                 except Exception as err:  # noqa: BLE001 (a program that does not export scores 0)
                     programs.append({"failed": type(err).__name__ + ": " + str(err)[:300]})
             out["programs"] = programs
