@@ -27,6 +27,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from book_lib.answer_rules import RULES
 
 __all__ = ["MESH_AXIS", "is_number", "export_program", "problems", "Checker"]
@@ -37,7 +39,7 @@ MESH_AXIS = "X"  # the one axis of the mesh a sharded JAX answer is exported for
 def is_number(value: Any) -> bool:
     """Whether the grader reads `value` as a number: anything `float()` takes to a finite value but a
     bool or a string (an int, a float, a NumPy or JAX scalar, a 0-d array)."""
-    if isinstance(value, (bool, str, bytes)) or type(value).__name__ == "bool_":
+    if isinstance(value, (bool, np.bool_, str, bytes)):
         return False
     try:
         return math.isfinite(float(value))

@@ -292,3 +292,20 @@ def test_a_function_question_takes_the_texts_model_on_every_probe_but_not_a_mix(
     mixed = [recorded(text if i % 2 else exact, a) for i, a in enumerate(probes)]
     assert judge_record(key, spec, {"outputs": mixed}) is not None
     assert any(abs(t / e - 1) > 0.05 for a in probes for t, e in zip(text(*a), exact(*a), strict=True))
+
+
+def test_the_rules_students_check_by_are_the_keys_of_today():
+    """`book_lib/answer_rules.py`, which `check("Q9")` reads in a student's notebook, is what the keys give."""
+    assert build.ANSWER_RULES.read_text() == build.answer_rules_source(), "stale: run `make exercises`"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_a_release_says_how_to_hand_in_and_links_what_works_in_colab_and_a_class_folder(assignment):
+    """A release is opened in Colab or from a class's folder: a relative link to a chapter leads nowhere."""
+    nb = nbformat.read(ROOT / "exercises" / "release" / assignment / f"{assignment}.ipynb", as_version=4)
+    header = nb.cells[0].source
+    assert "Download .ipynb" in header and "change no other cell" in header and 'check("Q3")' in header
+    relative = [link for cell in nb.cells for link in re.findall(r"\]\((?!https?://|#)([^)]+)\)", cell.source)]
+    assert not relative, f"relative links: {relative}"
+    imports = next(c.source for c in nb.cells if build.grade_id(c) == "imports")
+    assert f'check = Checker("{assignment}")' in imports

@@ -19,7 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from book_lib import program_rules
+from book_lib import answer_check, program_rules
+from book_lib.answer_rules import RULES
 from book_lib.hlo_arrays import tensor_shapes
 from exercises import build
 from exercises.grading import pipeline, programs, recorder
@@ -72,17 +73,28 @@ def _record(assignment: str, gid: str, fn) -> dict:
     return recorder.record({k: v for k, v in spec.items() if k != "grade_id"}, {key.names[0]: fn})
 
 
+# What the grader says of a program's structure (not its values or a device's block): a student's `check`
+# applies the same rules (`book_lib.program_rules`) and must say it first.
+STRUCTURAL = ("has no", "holds an array", "compiled program has", "moves an array", "collective-permutes send")
+STRUCTURAL += ("grid of steps", "no step loads", "matmul", "calls", "talks to the host")
+
+
 @pytest.mark.parametrize(("assignment", "gid"), JAX_KEYS)
 def test_the_reference_program_passes_and_its_plausible_rival_fails(assignment, gid):
+    """By the grader, and by a student's `check` where the rival breaks a rule of the program's structure."""
     space = _solutions(assignment)
     name = keys_for(assignment)[gid].names[0]
+    (question,) = [q for q in RULES[assignment].values() if q["grade_id"] == gid]
     assert _judge(assignment, gid, _record(assignment, gid, space[name])) is None
+    assert answer_check.problems(question, {name: space[name]}) == [], "check refuses a right answer"
     plausible = getattr(importlib.import_module(f"exercises.keys.{assignment}"), "PLAUSIBLE", {})
     if gid in plausible:
         rival: dict = dict(space)
         exec(plausible[gid], rival)  # noqa: S102
         message = _judge(assignment, gid, _record(assignment, gid, rival[name]))
         assert message is not None and name in message, message
+        if any(words in message for words in STRUCTURAL):
+            assert answer_check.problems(question, {name: rival[name]}), f"check lets through: {message}"
 
 
 def _ring(gid="ch10_q0_allgather_matmul"):
