@@ -20,6 +20,7 @@ LAYERS: MappingProxyType[str, dict[str, str]] = MappingProxyType({
         "hardware": "every chip's figures, with their sources",
         "checks": "argument validation, one kind of error for bad input",
         "numfmt": "the one rule for writing a number (989 TFLOPs/s, 234 881 024, 11.5 × 10¹²)",
+        "answer_rules": "what each exercise question asks of an answer's form, written from the course's keys",
     },
     "cost models": {
         "roofline": "time from FLOPs and bytes, arithmetic intensity, the matmul cost model",
@@ -53,6 +54,7 @@ LAYERS: MappingProxyType[str, dict[str, str]] = MappingProxyType({
         "decode": "a small model that generates with a KV cache",
         "hlo": "compiled programs read for their collectives, op lines and cost analysis",
         "program_rules": "the rules a graded JAX program keeps, read from its StableHLO and compiled HLO",
+        "answer_check": "an exercise's answer tried as the grader reads it, before hand-in (`check(\"Q3\")`)",
         "profile": "a program's trace, HLO ops and memory",
         "bench": "timing jitted code, and the comparisons `make bench` prints",
         "calibrate": "the cited efficiencies measured on the reader's device (`python -m book_lib calibrate`)",

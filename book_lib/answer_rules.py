@@ -7,6 +7,8 @@ many numbers it returns, a JAX question's shapes and the rules of its program (`
 
 from typing import Any
 
+__all__ = ["RULES"]
+
 RULES: dict[str, dict[str, dict[str, Any]]] = {'ch01_rooflines': {'Q0a': {'grade_id': 'ch01_q0a_t_math_s',
                             'kind': 'value',
                             'names': ('t_math_gpu_s', 't_math_tpu_s')},

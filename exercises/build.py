@@ -214,6 +214,8 @@ many numbers it returns, a JAX question's shapes and the rules of its program (`
 
 from typing import Any
 
+__all__ = ["RULES"]
+
 RULES: dict[str, dict[str, dict[str, Any]]] = '''
 
 

@@ -144,7 +144,7 @@ def test_make_collect_passes_its_source_on():
     import subprocess
 
     said = subprocess.run(
-        ["make", "-n", "collect", "DIR=/tmp/c", "ASSIGNMENT=ch01_rooflines", "ZIP=d.zip"],
+        ["make", "-n", "--no-print-directory", "collect", "DIR=/tmp/c", "ASSIGNMENT=ch01_rooflines", "ZIP=d.zip"],
         capture_output=True,
         text=True,
         cwd=build.ROOT,

@@ -58,6 +58,7 @@ def test_make_course_passes_the_roster_on():
         [
             "make",
             "-n",
+            "--no-print-directory",  # a make inside `make test` names its directories otherwise
             "course",
             "DIR=/tmp/c",
             "SEED=3",
