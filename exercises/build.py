@@ -39,7 +39,7 @@ os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get(
 
 # The header's advice to a student, and what a reader of the solutions gets instead.
 STUDENT_INSTRUCTIONS = re.compile(
-    r"(\*\*\d+ points?\.\*\*) Fill in each cell that says `YOUR CODE HERE`.*?where your class collects it\.\n"
+    r"(\*\*\d+ points?\.\*\*) Fill in each cell that says `YOUR CODE HERE`.*?where your class collects it\.\n+"
     r"Read (\[chapter \d+\]\([^)]*\)) first\..*?$",
     re.DOTALL | re.MULTILINE,
 )
