@@ -4,7 +4,8 @@
 
 Each notebook is read for the student it belongs to, in either form an LMS or a student gives it:
 
-- a folder named after the student: `ada/Copy of ch01_rooflines.ipynb`, `ada/ch01_rooflines (2).ipynb`;
+- a folder named after the student: `ada/Copy of ch01_rooflines.ipynb`, `ada/ch01_rooflines (2).ipynb`
+  (the folder decides, whatever the file's name: a student chooses the name, not the folder);
 - a file name that starts with the student: `bob_ch01_rooflines (1).ipynb`, or an LMS's
   `bob_123_456_ch01_rooflines.ipynb` (with a roster, the longest roster id the name starts with).
 
@@ -78,7 +79,8 @@ def student_of(name: str, assignment: str, roster_ids: list[str]) -> tuple[str |
         return None, "no student in its name or folder"
     known = [s for s in roster_ids if prefix == s or prefix.startswith(f"{s}_")] if prefix else []
     named = max(known, key=len) if known else prefix.split("_")[0] if prefix and not roster_ids else ""
-    for student in (named, folder):  # the name's student first, then the folder's
+    # the folder first: an LMS makes it, while a file's name is the student's to choose
+    for student in (folder, named):
         if student and ID.match(student) and (not roster_ids or student in roster_ids):
             return student, ""
     if not roster_ids:

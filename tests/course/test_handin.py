@@ -31,6 +31,8 @@ DUE = datetime.datetime(2026, 12, 1, 12, 0)
         ("bob_123_456_ch01_rooflines.ipynb", ["bob", "bob_jr"], "bob"),
         ("bob_jr_123_456_Copy of ch01_rooflines.ipynb", ["bob", "bob_jr"], "bob_jr"),
         ("bob_LATE_123_ch01_rooflines.ipynb", [], "bob"),
+        ("bob/ada_ch01_rooflines.ipynb", ["ada", "bob"], "bob"),  # bob's folder: his file, whatever he named it
+        ("submissions/ada_ch01_rooflines.ipynb", ["ada", "bob"], "ada"),
     ],
 )
 def test_a_student_is_read_from_a_folder_or_a_name_in_colab_and_lms_forms(name, roster, student):
