@@ -12,6 +12,7 @@ ever adds a note; the grade is the same.
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 
 import nbformat
@@ -40,8 +41,6 @@ def statements(nb, assignment: str) -> dict[str, str]:
 
 @functools.lru_cache(maxsize=4096)
 def _rendered(template: Path, stamp: float, assignment: str, values_json: str) -> tuple[tuple[str, str], ...]:
-    import json
-
     nb = nbformat.read(template, as_version=4)
     return tuple(sorted(statements(variants.render(nb, assignment, json.loads(values_json)), assignment).items()))
 
@@ -62,8 +61,6 @@ def _candidates(root: Path, assignment: str, student: str) -> dict[str, dict[str
 def whose(root: Path, assignment: str, student: str, nb) -> str | None:
     """None when `nb`'s statements are the ones `student` was given; else whose they are ("bea's",
     `PUBLIC`, `CLASS`), or `CHANGED` when they match no notebook the course handed out better."""
-    import json
-
     root = Path(root).resolve()
     template = root / "source" / assignment / f"{assignment}.ipynb"
     shown = statements(nb, assignment)
