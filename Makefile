@@ -20,14 +20,21 @@ PYTEST_NB := --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell
 FLOOR_JAX := $(shell sed -n 's/.*"jax>=\([0-9.]*\)".*/\1/p' pyproject.toml)
 FLOOR := .venv-floor
 FLOOR_STAMP := $(FLOOR)/.installed-$(FLOOR_JAX)
+# The TPU compiler, libtpu (requirements-tpu.lock): installed by `make tpu` and `make test` only.
+TPU_STAMP := $(VENV)/.installed-libtpu
+# The tests run on this machine's CPU: with libtpu installed and no TPU, JAX would otherwise start a TPU
+# backend in every process and log its failure to find one. `book_lib.tpu_aot` compiles for a described
+# TPU all the same.
+CPU_ONLY := JAX_PLATFORMS=cpu
 
-.PHONY: help install floor devices sandbox browser postgres unit test book check-site exercises course collect grade chapters sync bench lint clean
+.PHONY: help install tpu floor devices sandbox browser postgres unit test book check-site exercises course collect grade chapters sync bench lint clean
 
 help:
 	@echo "make book       build the HTML book into _build/html/"
 	@echo "make check-site build the book and check every page in headless Chromium, offline"
 	@echo "make unit       the fast tests of tests/pure and tests/jax: start here (under a minute)"
-	@echo "make test       every tier (pure, jax, course, site), the notebooks (nbval), chapters at the jax floor"
+	@echo "make tpu        every program of the book compiled by libtpu for five TPU slices, with no TPU (tests/tpu)"
+	@echo "make test       every tier (pure, jax, tpu, course, site), the notebooks (nbval), chapters at the jax floor"
 	@echo "make floor      run the chapters on the oldest jax pyproject.toml allows (.venv-floor)"
 	@echo "make devices    run the chapters on 1, 2, 4 and 16 CPU devices (a reader's own XLA_FLAGS count)"
 	@echo "make exercises  regenerate exercises/release/ and solutions/ from exercises/source/"
@@ -49,17 +56,25 @@ $(STAMP): requirements.lock pyproject.toml
 
 install: $(STAMP)
 
-$(FLOOR_STAMP): requirements.lock pyproject.toml
+$(TPU_STAMP): $(STAMP) requirements-tpu.lock
+	$(BIN)/python -m pip install -q --no-deps -r requirements-tpu.lock
+	touch $@
+
+tpu: $(TPU_STAMP)
+	$(CPU_ONLY) $(BIN)/pytest -n 2 --dist loadscope -p no:nbval -p no:cacheprovider tests/tpu
+
+$(FLOOR_STAMP): requirements.lock requirements-tpu-floor.lock pyproject.toml
 	rm -rf $(FLOOR)
 	$(PYTHON) -m venv $(FLOOR)
 	sed -e 's/^jax==.*/jax==$(FLOOR_JAX)/' -e 's/^jaxlib==.*/jaxlib==$(FLOOR_JAX)/' requirements.lock > $(FLOOR)/requirements.txt
 	$(FLOOR)/bin/python -m pip install -q -r $(FLOOR)/requirements.txt
+	$(FLOOR)/bin/python -m pip install -q --no-deps -r requirements-tpu-floor.lock
 	$(FLOOR)/bin/python -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
 # Executed, not compared (nbval-lax): JAX's printed words differ between versions; the cells' own checks run.
 floor: $(FLOOR_STAMP)
-	MPLCONFIGDIR=$(abspath $(FLOOR))/.mplconfig BOOK_LIB_EMULATE_ONE_CHIP=1 BOOK_LIB_MATMUL_PRECISION=bf16 \
+	$(CPU_ONLY) MPLCONFIGDIR=$(abspath $(FLOOR))/.mplconfig BOOK_LIB_EMULATE_ONE_CHIP=1 BOOK_LIB_MATMUL_PRECISION=bf16 \
 	  $(FLOOR)/bin/pytest -n 2 --dist loadscope \
 	  -p no:cacheprovider chapters \
 	  --nbval-lax --nbval-cell-timeout=300
@@ -89,20 +104,20 @@ postgres:
 # `%%needs_devices N` and says so. Not part of `make test` (four more runs of every chapter).
 devices: $(STAMP)
 	for n in 1 2 4 16; do \
-	  XLA_FLAGS=--xla_force_host_platform_device_count=$$n $(BIN)/pytest -q -n 2 --dist loadscope \
+	  $(CPU_ONLY) XLA_FLAGS=--xla_force_host_platform_device_count=$$n $(BIN)/pytest -q -n 2 --dist loadscope \
 	    -p no:cacheprovider chapters --nbval-lax --nbval-cell-timeout=300 || exit 1; \
 	done
 
 unit: $(STAMP)
-	$(BIN)/pytest -n 2 --dist loadfile -p no:nbval -m "not slow" tests/pure tests/jax
+	$(CPU_ONLY) $(BIN)/pytest -n 2 --dist loadfile -p no:nbval -m "not slow" tests/pure tests/jax
 
 # The tests' folders (courses and their SQLite gradebooks, the built book) go to memory where the
 # machine has a tmpfs: nbgrader commits once per cell, and a commit there costs no wait on the disk.
 TEST_TMP := $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || echo $${TMPDIR:-/tmp})
 
-test: $(STAMP) $(FLOOR_STAMP) $(SITE_ASSETS) sandbox browser postgres lint
+test: $(STAMP) $(TPU_STAMP) $(FLOOR_STAMP) $(SITE_ASSETS) sandbox browser postgres lint
 	@base=$$(mktemp -d "$(TEST_TMP)/book-tests.XXXXXX"); \
-	$(BIN)/pytest -n 2 --dist loadscope --no-loadscope-reorder --basetemp="$$base" tests $(NOTEBOOKS) $(PYTEST_NB); \
+	$(CPU_ONLY) $(BIN)/pytest -n 2 --dist loadscope --no-loadscope-reorder --basetemp="$$base" tests $(NOTEBOOKS) $(PYTEST_NB); \
 	status=$$?; rm -rf "$$base"; exit $$status
 	$(MAKE) --no-print-directory floor
 

@@ -60,6 +60,7 @@ LAYERS: MappingProxyType[str, dict[str, str]] = MappingProxyType({
         "calibrate": "the cited efficiencies measured on the reader's device (`python -m book_lib calibrate`)",
         "kernels": "Pallas kernels, a tiled matmul and flash attention",
         "collective_matmul": "matmuls that overlap a ring of ppermutes",
+        "tpu_aot": "programs compiled by the TPU's own compiler (libtpu) for a described slice, with no TPU",
     },
     "reader": {
         "legible": "no text under 9 px, no label over another, on the page",

@@ -9,10 +9,11 @@ state and is the only place that changes JAX's configuration.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
@@ -44,9 +45,12 @@ __all__ = [
     "pallas_compiles",
     "pallas_compiles_for",
     "MIN_PALLAS_COMPUTE_CAPABILITY",
+    "compiling_for",
 ]
 
 _CHOICE: Choice | None = None
+# The devices of a TPU described, not present, while `compiling_for` traces programs for it.
+_TARGET: list | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -473,6 +477,8 @@ def mesh_devices() -> list:
     import jax
 
     c = choice()
+    if _TARGET is not None:
+        return _TARGET[: c.n_mesh_devices]
     return list(jax.devices(c.mesh_platform))[: c.n_mesh_devices]
 
 
@@ -486,6 +492,8 @@ def single_device() -> jax.Device:
     import jax
 
     c = choice()
+    if _TARGET is not None:
+        return _TARGET[0]
     return jax.devices(c.single_platform)[c.single_index]
 
 
@@ -552,21 +560,73 @@ def make_mesh(shape: Sequence[int], names: Sequence[str], *, axis_types: str = "
 MIN_PALLAS_COMPUTE_CAPABILITY = (8, 0)
 
 
-def pallas_compiles_for(platform: str, chip_name: str | None, compute_capability: str | None = None) -> bool:
-    """True when Pallas kernels compile for a device: a TPU v4 or newer (Mosaic), or an NVIDIA GPU of
-    compute capability 8.0 or newer (Triton). Anything else interprets them (`interpret=True`).
+# Mosaic on TPU v2 and v3 has no bfloat16 matmul (E2001 CompileTimeMosaicUnsupportedRhsType, from
+# libtpu's own compiler: tests/tpu); float32 kernels compile there.
+_NO_BF16_PALLAS = ("tpu-v2", "tpu-v3")
+
+
+def pallas_compiles_for(
+    platform: str, chip_name: str | None, compute_capability: str | None = None, dtype: str = "float32"
+) -> bool:
+    """True when Pallas kernels on `dtype` operands compile for a device: a TPU (Mosaic; on TPU v2 and
+    v3 float32 only, as their Mosaic refuses a bfloat16 matmul), or an NVIDIA GPU of compute capability
+    8.0 or newer (Triton). Anything else interprets them (`interpret=True`).
 
     Args:
         platform: the device's platform (`"cpu"`, `"tpu"`, `"gpu"`).
         chip_name: its `hardware.Chip` name (`"tpu-v5e"`), or None when unknown.
         compute_capability: an NVIDIA GPU's compute capability (`"7.5"`), or None (not NVIDIA).
+        dtype: the kernel's operand dtype (`"float32"`, `"bfloat16"`).
     """
     if platform == "gpu":
         return compute_capability is not None and _version_tuple(compute_capability) >= MIN_PALLAS_COMPUTE_CAPABILITY
-    return platform == "tpu" and chip_name is not None and chip_name not in ("tpu-v2", "tpu-v3")
+    if platform != "tpu" or chip_name is None:
+        return False
+    return chip_name not in _NO_BF16_PALLAS or dtype == "float32"
 
 
-def pallas_compiles() -> bool:
-    """`pallas_compiles_for` the device of `single_device()`."""
+def pallas_compiles(dtype: str = "float32") -> bool:
+    """`pallas_compiles_for` the device of `single_device()` and `dtype` operands."""
     c, found = choice(), current_chip()
-    return pallas_compiles_for(c.single_platform, None if found is None else found.name, c.compute_capability)
+    return pallas_compiles_for(c.single_platform, None if found is None else found.name, c.compute_capability, dtype)
+
+
+@contextlib.contextmanager
+def compiling_for(target: Sequence[jax.Device]) -> Iterator[Choice]:
+    """While inside, book_lib's choice of devices is `target`, a TPU described rather than present
+    (`book_lib.tpu_aot`): `mesh_devices()`, `single_device()`, `current_chip()`, `make_mesh` and the
+    kernels' decisions are that TPU's, so programs traced inside are the ones a student there runs.
+    They can be compiled for it, not run. The choice made by `setup()` comes back on leaving. JAX's
+    caches are cleared on entering and on leaving: a program traced under one choice (a kernel
+    compiled, or interpreted) must not be reused under another.
+
+    Args:
+        target: the described TPU's devices (`jax.experimental.topologies`), all of one kind.
+
+    Raises:
+        ValueError: no devices, or devices of several kinds.
+    """
+    import jax
+
+    global _CHOICE, _TARGET
+    found = list(target)
+    kinds = {d.device_kind for d in found}
+    if len(kinds) != 1:
+        raise ValueError(f"target={found!r}: devices of kinds {sorted(kinds)}; allowed: one or more of one kind")
+    saved = (_CHOICE, _TARGET)
+    (kind,) = kinds
+    _CHOICE = Choice(
+        mesh_platform=found[0].platform,
+        n_mesh_devices=len(found),
+        single_platform=found[0].platform,
+        device_kind=kind,
+        n_accelerators=len(found),
+        virtual=False,
+    )
+    _TARGET = found
+    jax.clear_caches()
+    try:
+        yield _CHOICE
+    finally:
+        _CHOICE, _TARGET = saved
+        jax.clear_caches()

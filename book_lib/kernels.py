@@ -3,7 +3,7 @@
 How to call them (chapter 10), as JAX's own Pallas ops are called (jitted, a block-size config):
 
     from book_lib import kernels, tiling
-    # compiled (TPU v4+, GPU) or interpreted, and why
+    # compiled (TPU; GPU of compute capability 8.0+) or interpreted, and why
     print(kernels.backend().describe())
     # x: f32[M, K], y: f32[K, N] -> f32[M, N]
     z = kernels.matmul(x, y)
@@ -20,7 +20,7 @@ attention's `tiling.flash_block_sizes(T, S)`. The configs are static arguments: 
 
 Two forms of each kernel, one per backend (`backend()`, read when a call is first traced):
 
-* `"grid"` (TPU, and interpreted on CPU or TPU v2/v3): the grid runs in order over its last axis,
+* `"grid"` (TPU, and interpreted on CPU, or for bfloat16 on TPU v2/v3): the grid runs in order over its last axis,
   the contraction (or the key blocks); an f32 accumulator lives in scratch VMEM
   (`pltpu.VMEM`), is zeroed on the first step and written out on the last.
 * `"loop"` (GPU, Triton): every grid cell runs at once, so each cell loops over the contraction
@@ -76,15 +76,18 @@ class Backend:
         return f"book_lib.kernels: {how} on {self.platform.upper()} ({self.style} kernels): {self.reason}"
 
 
-def backend() -> Backend:
-    """Compiled on TPU v4 and newer (Mosaic) and on NVIDIA GPUs of compute capability 8.0 and newer
-    (Triton); interpreted anywhere else.
+def backend(dtype: str = "float32") -> Backend:
+    """Compiled on TPUs (Mosaic; on TPU v2 and v3 for float32 operands only) and on NVIDIA GPUs of
+    compute capability 8.0 and newer (Triton); interpreted anywhere else.
 
-    The decision is `devices.pallas_compiles()`, made once for `devices.single_device()`; this
-    reads the device choice already made and compiles nothing.
+    The decision is `devices.pallas_compiles(dtype)`, for `devices.single_device()`; this reads the
+    device choice already made and compiles nothing. libtpu's own compiler agrees (tests/tpu).
+
+    Args:
+        dtype: the kernel's operand dtype (`"float32"`, `"bfloat16"`).
     """
     c = devices.choice()
-    if devices.pallas_compiles():
+    if devices.pallas_compiles(dtype):
         if c.single_platform == "gpu":
             reason = f"Pallas compiles for this GPU (compute capability {c.compute_capability}) via Triton"
             return Backend(platform="gpu", interpret=False, style="loop", reason=reason)
@@ -96,8 +99,10 @@ def backend() -> Backend:
         low = ".".join(map(str, devices.MIN_PALLAS_COMPUTE_CAPABILITY))
         found = f"this one has {c.compute_capability}" if c.compute_capability else "this one is not NVIDIA's"
         why = f"Pallas compiles only for NVIDIA GPUs of compute capability {low} and newer ({found})"
+    elif devices.current_chip() is not None:
+        why = f"Mosaic on {devices.current_chip().name} has no {dtype} matmul"  # type: ignore[union-attr]
     else:
-        why = "Pallas compiles only for TPU v4 and newer"
+        why = "Pallas compiles only for the TPUs book_lib knows"
     return Backend(
         platform=c.single_platform,
         interpret=True,
@@ -215,7 +220,7 @@ def matmul(x: jax.Array, y: jax.Array, *, block_sizes: tiling.BlockSizes | None 
     (m, k), n = x.shape, y.shape[1]
     blocks = tiling.block_sizes(devices.current_chip(), m, n, k, str(x.dtype)) if block_sizes is None else block_sizes
     _check_blocks(blocks, tiling.BlockSizes, block_m=m, block_n=n, block_k=k)
-    how = backend()
+    how = backend(str(x.dtype))
     return _pallas_matmul(x, y, blocks, how.style, how.interpret)
 
 
@@ -354,5 +359,5 @@ def flash_attention(
         raise ValueError(f"causal={causal!r}: {k.shape[0]} keys for {q.shape[0]} queries; allowed: S >= T")
     blocks = tiling.flash_block_sizes(q.shape[0], k.shape[0]) if block_sizes is None else block_sizes
     _check_blocks(blocks, tiling.FlashBlockSizes, block_q=q.shape[0], block_k=k.shape[0])
-    how = backend()
+    how = backend(str(q.dtype))
     return _pallas_flash(q, k, v, blocks, bool(causal), how.style, how.interpret)

@@ -177,6 +177,20 @@ def rendered_source(assignment: str, values: dict | None = None):
     return render(nbformat.read(source_path(assignment), as_version=4), assignment, values)
 
 
+def reference_namespace(assignment: str) -> dict:
+    """The source notebook's imports, block constants and reference answers run in one namespace, in
+    this process (tests: the reference solutions judged or compiled); an answer that fails is left out."""
+    space: dict = {}
+    for cell in rendered_source(assignment).cells:
+        gid = grade_id(cell) or ""
+        if gid == "imports" or gid.endswith("_blocks") or cell.metadata.get("nbgrader", {}).get("solution"):
+            try:
+                exec(MARKER.sub("", cell.source), space)  # noqa: S102 (the instructor's own code)
+            except Exception:  # noqa: BLE001 (an answer the caller does not need may want the kernel)
+                pass
+    return space
+
+
 def generate_release(assignment: str, course_root: Path = COURSE, db: str | None = None) -> Path:
     """nbgrader's generate_assignment into `course_root/release/` (templates filled, solution-only cells dropped),
     recorded in the gradebook (`db`: a PostgreSQL URL, or None for SQLite in `course_root`)."""

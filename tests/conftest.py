@@ -1,6 +1,6 @@
 """Shared test set-up: the repository root on sys.path (for `exercises.keys`), its bytecode, the device
-fixture, and a marker per tier: each test is marked with its folder (pure, jax, course, site), and a
-notebook's cells with `notebooks`, so `pytest -m pure` picks a tier (`make unit`: pure and jax). The
+fixture, and a marker per tier: each test is marked with its folder (pure, jax, tpu, course, site), and a
+notebook's cells with `notebooks`, so `pytest -m pure` picks a tier (`make unit`: pure and jax; `make tpu`). The
 tiers of long tests run first (`FIRST_TO_LAST`)."""
 
 import compileall
@@ -30,7 +30,7 @@ def eight_devices():
     return devices.choice()
 
 
-TIERS = ("pure", "jax", "course", "site")
+TIERS = ("pure", "jax", "tpu", "course", "site")
 # The order tests are handed to pytest-xdist's workers (`make test` keeps it: --no-loadscope-reorder): the
 # longest modules first, each a minute or more of grading or of a browser (make bench), then the tiers of
 # few long tests, so that the many short ones at the end fill whichever worker is free and neither waits
@@ -43,7 +43,7 @@ LONGEST_FIRST = (
     "test_cheats.py",
     "test_unsandboxed.py",
 )
-FIRST_TO_LAST = ("course", "site", "notebooks", "jax", "pure")
+FIRST_TO_LAST = ("course", "site", "tpu", "notebooks", "jax", "pure")
 
 
 def _tier(item) -> str:

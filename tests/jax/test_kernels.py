@@ -155,14 +155,18 @@ def test_bad_input_raises_a_value_error_naming_the_argument(call, start):
 
 
 def test_pallas_compiles_only_where_it_can():
-    """TPU v4 and newer (Mosaic) and NVIDIA GPUs of compute capability 8.0 and newer (Triton); else interpreted."""
+    """TPUs (Mosaic; v2 and v3 float32 only, as libtpu refuses their bf16 matmul: tests/tpu) and NVIDIA GPUs of
+    compute capability 8.0 and newer (Triton); else interpreted."""
     from book_lib import devices
 
     assert devices.pallas_compiles_for("gpu", "a100-40gb", "8.0") and devices.pallas_compiles_for("gpu", None, "9.0")
     assert not devices.pallas_compiles_for("gpu", None, "7.5")  # Colab's free T4
     assert not devices.pallas_compiles_for("gpu", None, None)  # not an NVIDIA GPU
     assert devices.pallas_compiles_for("tpu", "tpu-v4") and devices.pallas_compiles_for("tpu", "tpu-v5e")
-    assert not devices.pallas_compiles_for("tpu", "tpu-v3") and not devices.pallas_compiles_for("tpu", None)
+    assert devices.pallas_compiles_for("tpu", "tpu-v3") and devices.pallas_compiles_for("tpu", "tpu-v2")
+    assert not devices.pallas_compiles_for("tpu", "tpu-v2", None, "bfloat16"), "Mosaic on v2 has no bf16 matmul"
+    assert devices.pallas_compiles_for("tpu", "tpu-v5e", None, "bfloat16")
+    assert not devices.pallas_compiles_for("tpu", None)
     assert not devices.pallas_compiles_for("cpu", None)
 
 
