@@ -8,10 +8,11 @@ Mosaic, which refuses what a TPU cannot do. Nothing runs: the devices are descri
 
     from book_lib import devices, tpu_aot
     if tpu_aot.available():
-        with tpu_aot.compiling_for("v5e-8"):  # book_lib's devices are the slice's, while inside
+        # Inside, book_lib's devices are the slice's.
+        with tpu_aot.compiling_for("v5e-8"):
             mesh = devices.make_mesh((2, 4), ("X", "Y"))
             x = tpu_aot.placed((1024, 512), "bfloat16", mesh, jax.P("X", "Y"))
-            compiled = tpu_aot.compile(fn, x)  # jax.stages.Compiled; .as_text(), .memory_analysis()
+            compiled = tpu_aot.compile(fn, x)  # .as_text(), .memory_analysis()
 
 `TARGETS` are the TPUs students open: Colab's single v5e, Kaggle's v5e-8, the course design's v2-8
 (Colab's former TPU), a v5p-8 and a v6e-8. One compile of a small program takes 0.05 to 1 s here.

@@ -259,3 +259,17 @@ def test_no_module_is_named_after_another_modules_class():
     }
     assert module_class_clashes(book_lib.__all__, classes) == []
     assert module_class_clashes([*book_lib.__all__, "layout"], classes) == ["layout beside parallelism.Layout"]
+
+
+def shared_test_names(paths: list[Path]) -> list[str]:
+    """Test modules of two tiers with one file name: pytest imports a test module by its file name
+    (tests/ has no packages), so the second stops the whole run at collection."""
+    seen: dict[str, Path] = {}
+    return [f"{p} and {seen[p.name]}" for p in paths if seen.setdefault(p.name, p) != p]
+
+
+def test_every_test_module_has_its_own_name():
+    paths = sorted((ROOT / "tests").glob("*/test_*.py"))
+    assert shared_test_names(paths) == []
+    planted = [*paths, ROOT / "tests/tpu/test_exercises.py"]
+    assert shared_test_names(planted) == [f"{planted[-1]} and {ROOT / 'tests/course/test_exercises.py'}"]

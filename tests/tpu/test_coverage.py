@@ -19,7 +19,7 @@ BOOK_LIB = Path(__file__).resolve().parents[2] / "book_lib"
 BUILDERS = ("jit", "shard_map", "pallas_call")
 # module.function -> why no TPU compile needs to enter it
 NOT_FOR_A_TPU = {
-    "answer_check.export_program": "exports a student's answer for the grader, on the CPU (a TPU compile of each reference solution: test_exercises.py)",  # noqa: E501
+    "answer_check.export_program": "exports a student's answer for the grader, on the CPU (a TPU compile of each reference solution: test_exercise_solutions.py)",  # noqa: E501
     "answer_check._program_problems": "compiles a student's export on the CPU, as the grader does",
     "bench.time_jitted": "times whatever program it is handed on the device at hand; the programs handed to it are in PROGRAMS",  # noqa: E501
     "bench.time_collectives": "times the four jax.lax collectives; their programs are PROGRAMS' 'timed ...'",
