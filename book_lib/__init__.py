@@ -61,6 +61,7 @@ LAYERS: MappingProxyType[str, dict[str, str]] = MappingProxyType({
         "kernels": "Pallas kernels, a tiled matmul and flash attention",
         "collective_matmul": "matmuls that overlap a ring of ppermutes",
         "tpu_aot": "programs compiled by the TPU's own compiler (libtpu) for a described slice, with no TPU",
+        "sharded_training": "a Transformer's training step sharded by a Layout, its memory against the TPU compiler",
     },
     "reader": {
         "legible": "no text under 9 px, no label over another, on the page",

@@ -144,7 +144,8 @@ def _rope(x: jax.Array, positions: jax.Array) -> jax.Array:
     freq = 10000.0 ** (-jnp.arange(half, dtype=jnp.float32) / half)
     angle = positions[..., None, None].astype(jnp.float32) * freq
     a, b = x[..., :half], x[..., half:]
-    return jnp.concatenate([a * jnp.cos(angle) - b * jnp.sin(angle), a * jnp.sin(angle) + b * jnp.cos(angle)], -1)
+    rotated = jnp.concatenate([a * jnp.cos(angle) - b * jnp.sin(angle), a * jnp.sin(angle) + b * jnp.cos(angle)], -1)
+    return rotated.astype(x.dtype)
 
 
 def _write(cache: jax.Array, new: jax.Array, start: jax.Array) -> jax.Array:

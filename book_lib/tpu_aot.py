@@ -154,8 +154,11 @@ def placed(
     return jax.ShapeDtypeStruct(tuple(shape), dtype, sharding=sharding)
 
 
-def compile(fn: Callable, *args: Any, **jit_kwargs: Any) -> jax.stages.Compiled:
-    """`jax.jit(fn, **jit_kwargs)` traced on `args`, lowered and compiled; nothing runs.
+def compile(
+    fn: Callable, *args: Any, compiler_options: dict[str, Any] | None = None, **jit_kwargs: Any
+) -> jax.stages.Compiled:
+    """`jax.jit(fn, **jit_kwargs)` traced on `args`, lowered and compiled with `compiler_options`
+    (XLA's, such as `{"xla_dump_to": folder}`); nothing runs.
 
     An argument is an array-like with a shape and dtype (a `jax.ShapeDtypeStruct` from `placed`, or a
     pytree of them); one with no sharding goes to `devices.single_device()`.
@@ -168,4 +171,4 @@ def compile(fn: Callable, *args: Any, **jit_kwargs: Any) -> jax.stages.Compiled:
         return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding)
 
     avals = jax.tree.map(abstract, args)
-    return jax.jit(fn, **jit_kwargs).trace(*avals).lower().compile()
+    return jax.jit(fn, **jit_kwargs).trace(*avals).lower().compile(compiler_options)

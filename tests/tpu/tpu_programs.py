@@ -17,8 +17,20 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from book_lib import attention, bench, collective_matmul, decode, devices, kernels, ring, tiling, transformer
+from book_lib import (
+    attention,
+    bench,
+    collective_matmul,
+    decode,
+    devices,
+    kernels,
+    ring,
+    sharded_training,
+    tiling,
+    transformer,
+)
 from book_lib import tpu_aot as aot
+from book_lib.parallelism import Layout
 
 f32, bf16 = jnp.float32, jnp.bfloat16
 
@@ -286,6 +298,20 @@ def _ch05_scheme(shape_of: Callable[[int], tuple[int, int]], act: Any, w_in: Any
 
     params = [(_on(mesh, (D, F), w_in), _on(mesh, (F, D), w_out)) for _ in range(L)]
     return Built(jax.value_and_grad(stack_loss), (params, _on(mesh, (B, D), act)), mesh)
+
+
+# Chapter 13 compiles `sharded_training.DEEP_NARROW` itself (3 to 9 s a layout); this smaller model
+# is the same program, for every slice's own mesh.
+CH13_SMALL = transformer.TransformerConfig(
+    n_layers=4, d_model=128, d_ff=256, n_heads=4, n_kv_heads=2, head_dim=32, vocab_size=512
+)
+
+
+def _ch13_step() -> Built:
+    n = devices.n_devices()
+    layout = Layout(fsdp=n // 2, tensor=2)
+    fn, args, jit = sharded_training.program(CH13_SMALL, layout, batch=n, seq_len=64)
+    return Built(fn, args, sharded_training.mesh_for(layout), jit)
 
 
 def _ch05_pipeline() -> Built:
@@ -630,6 +656,13 @@ PROGRAMS: tuple[Program, ...] = (
         "10_jax",
         "resharded = jax.jit(mlp_resharded).lower(*args).compile()",
         lambda: _ch10_mlp(None, True),
+        True,
+    ),
+    P(
+        "sharded Transformer step",
+        "13_published_runs",
+        "sharded_training.against_compiler(model, target, layout, batch=BATCH,",
+        _ch13_step,
         True,
     ),
     P("head mean", "10_jax", 'return jax.lax.pmean(block[:keep], axis_name=("X", "Y"))', _ch10_head_mean, True),
