@@ -1,6 +1,9 @@
 """Command line of book_lib: `python -m book_lib <command> ...`.
 
     python -m book_lib plan --model llama3-70b --chip tpu-v5p --chips 8960 --batch-tokens 4M --seq 4096
+    python -m book_lib plan --model llama-3.1-405b --chip h100 --chips 16K --batch-tokens 16M --seq 8192 \
+        --layout tensor=8,pipeline=16,data=128 --microbatches 16 --virtual-stages 2 --tokens 15T
+    python -m book_lib plan --model path/to/config.json ...  (or --model-args d_model=4096,n_layers=32,...)
     python -m book_lib plan ... --json
     python -m book_lib serve --model llama3-70b --chip tpu-v5e --chips 8 --context 8192 --dtype int8
     python -m book_lib calibrate --output h100.json        (then: plan ... --calibration h100.json)
@@ -8,23 +11,28 @@
 Each command is a function that adds its subparser and sets `run`, the function that carries it
 out (`_add_plan` and `_plan`); a new command (`serve`, say) adds one more pair to `COMMANDS`. Bad
 input prints one line, `error: ...`, to stderr and exits with status 2; nothing prints a traceback.
+A plan or a serving table in which nothing fits in memory is printed, and exits with status 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import re
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
-from book_lib import inference, parallelism, planner
+from book_lib import checks, inference, parallelism, planner, training
 from book_lib.efficiency import load_calibration
 from book_lib.hardware import get_chip, with_calibration
-from book_lib.models import get_model
+from book_lib.models import from_hf_config, get_model, model_names
 from book_lib.numfmt import fmt
+from book_lib.parallelism import Layout
+from book_lib.transformer import TransformerConfig
 
 _SUFFIXES = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 # What no machine or run has reached: beyond these the models answer with nonsense (a step of 1e30 tokens,
@@ -51,7 +59,20 @@ CALIBRATION_HELP = (
 
 
 # Where a model's name is looked up: a wrong one is answered with the closest names.
-MODEL_HELP = "a preset of book_lib.models (models.model_names() lists them), e.g. llama3-70b"
+MODEL_HELP = (
+    f"a preset ({', '.join(model_names())}), or a Hugging Face config.json (Llama, Mistral, Mixtral, Qwen, DeepSeek)"
+)
+MODEL_ARGS_HELP = (
+    "TransformerConfig fields, e.g. d_model=4096,n_layers=32,d_ff=14336,n_heads=32,vocab_size=32000: a model "
+    "of its own (n_kv_heads defaults to n_heads, head_dim to d_model / n_heads), or changes to --model"
+)
+# Decimal multiples for token counts ("15T" tokens is 15e12, as runs report them); --batch-tokens keeps the
+# text's powers of 2.
+_DECIMAL = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+
+
+class NothingFits(Exception):
+    """A table printed in full in which nothing fits in memory: `main` prints it and exits with 1."""
 
 
 def parse_count(text: str, arg: str = "count") -> int:
@@ -83,7 +104,83 @@ def _count(arg: str) -> Callable[[str], int]:
     return parse
 
 
-def _check_scale(model: str, *, chips: int, tokens: int, arg: str, batch_tokens: int | None = None) -> None:
+def parse_tokens(text: str, arg: str = "--tokens") -> float:
+    """A token count written as `15T` (decimal: 15e12), `300B`, `2.5e12` or `1000000` (> 0).
+
+    Raises:
+        ValueError: text that is none of these, or not above 0.
+    """
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmbgt]?)\s*", text.lower())
+    if match is None or float(match.group(1)) <= 0:
+        raise ValueError(f"{arg}={text!r}: not a token count above 0; allowed: 15T (15e12), 300B, 2.5e12")
+    return float(match.group(1)) * _DECIMAL[match.group(2)]
+
+
+def _tokens(text: str) -> float:
+    try:
+        return parse_tokens(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def parse_fields(text: str, arg: str, fields: dict[str, str]) -> dict[str, Any]:
+    """`name=value,name=value` as a dict, each value read by its field's annotation in `fields` (an
+    int, a bool as true/false, None as none where the field allows it, else the text).
+
+    Raises:
+        ValueError: a pair without `=`, an unknown name (the closest are listed), or a value of the wrong kind.
+    """
+    found: dict[str, Any] = {}
+    for pair in (p.strip() for p in text.split(",") if p.strip()):
+        name, eq, value = pair.partition("=")
+        if not eq:
+            raise ValueError(f"{arg}={text!r}: {pair!r} is not name=value; allowed: e.g. {next(iter(fields))}=8")
+        name, value = checks.one_of(arg, name.strip(), fields), value.strip()
+        kind = fields[name]
+        try:
+            if value.lower() == "none" and "None" in kind:
+                found[name] = None
+            elif kind.startswith("bool"):
+                found[name] = {"true": True, "false": False}[value.lower()]
+            elif kind.startswith(("int", "float")):
+                number = float(value)
+                found[name] = int(number) if kind.startswith("int") and number == int(number) else number
+            else:
+                found[name] = value
+        except (KeyError, ValueError):
+            raise ValueError(f"{arg}={text!r}: {name}={value!r} is not a {kind}; allowed: a {kind}") from None
+    return found
+
+
+_CONFIG_FIELDS = {f.name: str(f.type) for f in dataclasses.fields(TransformerConfig) if f.name != "source"}
+_LAYOUT_FIELDS = {f.name: str(f.type) for f in dataclasses.fields(Layout)}
+
+
+def _model(args: argparse.Namespace) -> TransformerConfig:
+    """--model (a preset, or a config.json path) with --model-args over it, or --model-args alone."""
+    if args.model is None and args.model_args is None:
+        raise ValueError("--model=None: no model given; allowed: a preset, a config.json path, or --model-args")
+    fields = parse_fields(args.model_args, "--model-args", _CONFIG_FIELDS) if args.model_args else {}
+    if args.model is None:
+        fields.setdefault("n_kv_heads", fields.get("n_heads"))
+        if "d_model" in fields and "n_heads" in fields:
+            fields.setdefault("head_dim", fields["d_model"] // fields["n_heads"])
+        needed = ("n_layers", "d_model", "d_ff", "n_heads", "vocab_size")
+        missing = [name for name in needed if fields.get(name) is None]
+        if missing:
+            raise ValueError(
+                f"--model-args={args.model_args!r}: {', '.join(missing)} missing; "
+                f"allowed: every one of {', '.join(needed)}"
+            )
+        return TransformerConfig(**{"name": "custom", **fields})
+    base = from_hf_config(args.model) if args.model.endswith(".json") or Path(args.model).is_file() else None
+    base = base or get_model(args.model)
+    return dataclasses.replace(base, **fields) if fields else base
+
+
+def _check_scale(
+    model: str | TransformerConfig, *, chips: int, tokens: int, arg: str, batch_tokens: int | None = None
+) -> None:
     """Refuse what no machine or model can be: more chips than `MAX_CHIPS`, a batch over `MAX_BATCH_TOKENS`,
     a sequence or context longer than the model's positions (`TransformerConfig.check_positions`)."""
     if chips > MAX_CHIPS:
@@ -106,8 +203,9 @@ def _add_plan(commands: Any) -> None:
         description="Rank data, FSDP, tensor, mixed and pipeline parallelism for one training step "
         "(book_lib.planner.plan_training).",
     )
-    plan.add_argument("--model", required=True, help=MODEL_HELP)
-    plan.add_argument("--chip", required=True, help="a book_lib.hardware chip, e.g. tpu-v5p")
+    plan.add_argument("--model", help=MODEL_HELP)
+    plan.add_argument("--model-args", help=MODEL_ARGS_HELP)
+    plan.add_argument("--chip", required=True, help="a book_lib.hardware chip, e.g. tpu-v5p, h100-sxm")
     plan.add_argument("--chips", required=True, type=_count("--chips"), help="number of chips: a slice, or whole pods")
     plan.add_argument(
         "--batch-tokens", required=True, type=_count("--batch-tokens"), help="tokens per step, e.g. 4M (4 * 2**20)"
@@ -120,6 +218,27 @@ def _add_plan(commands: Any) -> None:
         help="let a chip hold a fraction of a sequence at no cost, as the text does (default: cut sequences "
         "only by a whole, costed context-parallel degree)",
     )
+    plan.add_argument(
+        "--layout",
+        help="your own layout, shown beside the planner's best: Layout fields, e.g. tensor=8,pipeline=16,data=128 "
+        f"({', '.join(_LAYOUT_FIELDS)})",
+    )
+    plan.add_argument("--microbatches", type=_count("--microbatches"), help="microbatches of your --layout")
+    plan.add_argument("--zero", type=int, choices=(0, 1, 2), help="ZeRO stage of your --layout's data replicas")
+    plan.add_argument(
+        "--remat", choices=tuple(training.REMAT_FORWARD_PASSES), default="checkpoints", help="your --layout's remat"
+    )
+    plan.add_argument(
+        "--optimizer", choices=tuple(training.OPTIMIZERS), default="adam", help="your --layout's optimizer"
+    )
+    plan.add_argument("--matmul-dtype", choices=("bf16", "fp8"), default="bf16", help="your --layout's matmuls")
+    plan.add_argument(
+        "--virtual-stages", type=_count("--virtual-stages"), default=1, help="your pipeline's interleaved chunks"
+    )
+    plan.add_argument(
+        "--tokens", type=_tokens, help="tokens to train on, e.g. 15T (decimal): days, chip-hours and cost"
+    )
+    plan.add_argument("--price", type=float, help="US dollars per chip-hour for --tokens (default: the cited price)")
     plan.add_argument("--top", type=int, default=10, help="rows of the table to print (default 10; 0: all)")
     plan.add_argument("--calibration", help=CALIBRATION_HELP)
     plan.add_argument("--json", action="store_true", help="print every scheme as JSON instead of a table")
@@ -141,6 +260,7 @@ def _entry_json(entry: planner.PlanEntry) -> dict[str, Any]:
         "t_lower_s": step.t_lower,
         "t_upper_s": step.t_upper,
         "t_math_s": step.t_math,
+        "roofline_math_s": step.roofline_math_s,
         "t_bubble_s": step.t_bubble,
         "t_comms_s": step.t_comms,
         "bound": step.bound,
@@ -173,7 +293,12 @@ def _entry_json(entry: planner.PlanEntry) -> dict[str, Any]:
     }
 
 
-def _plan_json(plan: planner.TrainingPlan) -> str:
+def _run_json(run: training.TrainingRun) -> dict[str, Any]:
+    return {"tokens": run.tokens, "seconds": run.seconds, "days": run.days, "chip_hours": run.chip_hours,
+            "price_usd_per_chip_hour": run.price_usd_per_chip_hour, "cost_usd": run.cost_usd}  # fmt: skip
+
+
+def _plan_json(plan: planner.TrainingPlan, yours: planner.PlanEntry | None, runs: dict[str, Any]) -> str:
     head = {
         "model": plan.model,
         "chip": plan.chip,
@@ -184,21 +309,29 @@ def _plan_json(plan: planner.TrainingPlan) -> str:
         "slice_shape": list(plan.slice_shape),
         "text_fsdp_degree": plan.text_fsdp_degree,
     }
-    return json.dumps({**head, "entries": [_entry_json(e) for e in plan.entries]}, indent=2)
+    extra = {"yours": _entry_json(yours)} if yours is not None else {}
+    extra |= {"runs": {who: _run_json(run) for who, run in runs.items()}} if runs else {}
+    return json.dumps({**head, **extra, "entries": [_entry_json(e) for e in plan.entries]}, indent=2)
 
 
-def _nothing_fits(plan: planner.TrainingPlan) -> list[str]:
-    """The headline when no layout fits in HBM, with what would make the leanest fit; else none."""
-    if plan.best.memory.fits is not False:
-        return []
-    memory = min((e.memory for e in plan.entries), key=lambda m: m.total_bytes)
-    short = memory.total_bytes / (memory.hbm_bytes or 1)
-    return [
-        f"NOTHING FITS: the leanest layout needs {fmt(memory.total_bytes, 'B')} per chip of "
-        f"{fmt(memory.hbm_bytes or 0, 'B')}. Try about {math.ceil(short)}x the chips, or fewer tokens "
-        "per step (--batch-tokens), or fewer checkpoints per layer (--checkpoints).",
-        "",
-    ]
+def _nothing_fits(plan: planner.TrainingPlan, yours: planner.PlanEntry | None) -> list[str]:
+    """The headline when no layout fits in HBM (or yours does not), with what would make it fit; else none."""
+    lines = []
+    if yours is not None and not yours.fits:
+        lines.append(
+            f"YOUR LAYOUT DOES NOT FIT: {fmt(yours.memory.total_bytes, 'B')} per chip of "
+            f"{fmt(yours.memory.hbm_bytes or 0, 'B')}; more microbatches, --zero, --remat full or more model "
+            "parallelism would shrink it."
+        )
+    if plan.best.memory.fits is False:
+        memory = min((e.memory for e in plan.entries), key=lambda m: m.total_bytes)
+        short = memory.total_bytes / (memory.hbm_bytes or 1)
+        lines.append(
+            f"NOTHING FITS: the leanest layout needs {fmt(memory.total_bytes, 'B')} per chip of "
+            f"{fmt(memory.hbm_bytes or 0, 'B')}. Try about {math.ceil(short)}x the chips, or fewer tokens "
+            "per step (--batch-tokens), or fewer checkpoints per layer (--checkpoints)."
+        )
+    return [*lines, ""] if lines else []
 
 
 def _rates_line(chip: str, calibration: str | None) -> list[str]:
@@ -211,48 +344,113 @@ def _rates_line(chip: str, calibration: str | None) -> list[str]:
             f"the rest cited for {chip}"]  # fmt: skip
 
 
-def _plan_table(plan: planner.TrainingPlan, top: int, calibration: str | None = None) -> str:
+def _row(e: planner.PlanEntry, rank: str) -> str:
+    """One layout's line of the table."""
+    step, memory = e.step, e.memory
+    mesh = " ".join(f"{k}={v}" for k, v in step.mesh.items()) + (" *" if e.near_text_fsdp_degree else "")
+    parts = (memory.params_bytes, memory.grads_bytes, memory.optimizer_bytes, memory.activations_bytes)
+    gigabytes = " ".join(f"{b / 1e9:>6.1f}" for b in (*parts, memory.total_bytes))
+    return (
+        f"{rank:>3}  {e.scheme:<20} {mesh:<40} {e.expected_s:>8.3f} {e.mfu_expected:>5.0%} {e.roofline_s:>8.3f} "
+        f"{step.roofline_math_s:>8.3f} {step.t_comms:>8.3f} {step.bound:<13} {gigabytes}  {e.reason}"
+    )
+
+
+def _runs_lines(runs: dict[str, training.TrainingRun]) -> list[str]:
+    """Days, chip-hours and cost of training on --tokens at each layout's expected step time."""
+    lines = []
+    for who, run in runs.items():
+        cost = (
+            f"${fmt(run.cost_usd)} at ${fmt(run.price_usd_per_chip_hour or 0)} per chip-hour"
+            if run.cost_usd is not None
+            else "no price cited for this chip (--price)"
+        )
+        lines.append(
+            f"{who}: {fmt(run.tokens)} tokens in {fmt(run.days, digits=3)} days, {fmt(run.chip_hours)} chip-hours, "
+            f"{cost}"
+        )
+    return [*lines, ""] if lines else []
+
+
+def _plan_table(
+    plan: planner.TrainingPlan,
+    top: int,
+    calibration: str | None = None,
+    yours: planner.PlanEntry | None = None,
+    runs: dict[str, training.TrainingRun] | None = None,
+) -> str:
     pods = f"{plan.pods} pods of " if plan.pods > 1 else "one slice "
     shape = "x".join(str(s) for s in plan.slice_shape)
     lines = [
-        *_nothing_fits(plan),
+        *_nothing_fits(plan, yours),
         f"{plan.model} on {fmt(plan.n_chips)} {plan.chip} ({pods}{shape}), {fmt(plan.batch_tokens)} tokens per step "
         f"({fmt(plan.batch_tokens // plan.seq_len)} sequences of {fmt(plan.seq_len)})",
         f"text's FSDP degree for FSDP+TP: X_opt = sqrt(B M_X N / (F M_Y)) = {fmt(round(plan.text_fsdp_degree))} "
         "(M_X = 2, M_Y = 1); * marks the mesh closest to it",
         "",
         "step s: the expected step time, the roofline plus each term it leaves out at the chip's measured rates "
-        "(--json lists them); MFU at that time; bound s: the book's roofline, max(math, comms), which no step beats",
+        "(--json lists them); MFU at that time; bound s: the book's roofline, max(math, comms), which no step beats; "
+        "math s: the model's FLOPs per chip at the peak; GB per chip: parameters, gradients, optimizer state, "
+        "activations, total",
         *_rates_line(plan.chip, calibration),
         "",
+        *_runs_lines(runs or {}),
         f"{'#':>3}  {'scheme':<20} {'mesh':<40} {'step s':>8} {'MFU':>5} {'bound s':>8} {'math s':>8} "
-        f"{'comms s':>8} {'bound by':<13} {'GB/chip':>8}  why",
+        f"{'comms s':>8} {'bound by':<13} {'params':>6} {'grads':>6} {'optim':>6} {'acts':>6} {'total':>6}  why",
     ]
+    if yours is not None:
+        lines.append(_row(yours, "you"))
     shown = plan.entries if top <= 0 else plan.entries[:top]
-    for e in shown:
-        mesh = " ".join(f"{k}={v}" for k, v in e.step.mesh.items()) + (" *" if e.near_text_fsdp_degree else "")
-        lines.append(
-            f"{e.rank:>3}  {e.scheme:<20} {mesh:<40} {e.expected_s:>8.3f} {e.mfu_expected:>5.0%} {e.roofline_s:>8.3f} "
-            f"{e.step.t_math:>8.3f} {e.step.t_comms:>8.3f} {e.step.bound:<13} {e.memory.total_bytes / 1e9:>8.1f}  "
-            f"{e.reason}"
-        )
+    lines += [_row(e, str(e.rank)) for e in shown]
     if len(shown) < len(plan.entries):
         lines.append(f"... {len(plan.entries) - len(shown)} more (--top 0 shows all)")
     return "\n".join(lines)
 
 
+def _yours(args: argparse.Namespace, model: TransformerConfig, chip: Any, best: planner.PlanEntry) -> Any:
+    """Your --layout, evaluated as the planner's rows are; None without one."""
+    if args.layout is None:
+        return None
+    fields = parse_fields(args.layout, "--layout", _LAYOUT_FIELDS)
+    fields |= {k: v for k, v in (("microbatches", args.microbatches), ("zero", args.zero)) if v is not None}
+    layout = Layout(**fields)
+    if layout.n_chips != args.chips:
+        raise ValueError(
+            f"--layout={args.layout!r}: {layout.n_chips:,} chips, but --chips={args.chips:,}; "
+            "allowed: degrees whose product is --chips"
+        )
+    return planner.evaluate(
+        model, chip, layout, batch_tokens=args.batch_tokens, seq_len=args.seq, checkpoints_per_layer=args.checkpoints,
+        remat=args.remat, optimizer=args.optimizer, matmul_dtype=args.matmul_dtype,
+        virtual_stages=args.virtual_stages, best=best,
+    )  # fmt: skip
+
+
 def _plan(args: argparse.Namespace) -> str:
-    _check_scale(args.model, chips=args.chips, tokens=args.seq, arg="--seq", batch_tokens=args.batch_tokens)
+    model = _model(args)
+    _check_scale(model, chips=args.chips, tokens=args.seq, arg="--seq", batch_tokens=args.batch_tokens)
+    chip = with_calibration(args.chip, args.calibration)
     plan = planner.plan_training(
-        args.model,
-        with_calibration(args.chip, args.calibration),
+        model,
+        chip,
         args.chips,
         batch_tokens=args.batch_tokens,
         seq_len=args.seq,
         checkpoints_per_layer=args.checkpoints,
         whole_sequences=not args.partial_sequences,
     )
-    return _plan_json(plan) if args.json else _plan_table(plan, args.top, args.calibration)
+    yours = _yours(args, model, chip, plan.best)
+    runs = {}
+    if args.tokens is not None:
+        for who, entry in (("your layout", yours), ("the best layout", plan.best)):
+            if entry is not None:
+                runs[who] = training.run_of_step(
+                    model, step=entry.step, tokens=args.tokens, price_usd_per_chip_hour=args.price
+                )
+    text = _plan_json(plan, yours, runs) if args.json else _plan_table(plan, args.top, args.calibration, yours, runs)
+    if plan.best.memory.fits is False or (yours is not None and not yours.fits):
+        raise NothingFits(text)
+    return text
 
 
 # ----- serve -----------------------------------------------------------------------------------------
@@ -355,8 +553,13 @@ def _serve_nothing_fits(args: argparse.Namespace, rows: list[dict[str, Any]]) ->
 
 def _serve(args: argparse.Namespace) -> str:
     rows = _serve_rows(args)
-    if args.json:
-        return json.dumps(rows, indent=2)
+    text = json.dumps(rows, indent=2) if args.json else _serve_table(args, rows)
+    if not any(r["fits"] for r in rows):
+        raise NothingFits(text)
+    return text
+
+
+def _serve_table(args: argparse.Namespace, rows: list[dict[str, Any]]) -> str:
     lines = [
         *_serve_nothing_fits(args, rows),
         f"{get_model(args.model).name} on {args.chips} {get_chip(args.chip).name}, "
@@ -436,10 +639,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; returns the exit status (0, or 2 for bad input, with the message on stderr)."""
+    """Run one command; returns the exit status (0; 1 when nothing fits, the table printed; 2 for bad input,
+    with the message on stderr)."""
     args = build_parser().parse_args(argv)
     try:
         print(args.run(args))
+    except NothingFits as refused:
+        print(refused)
+        return 1
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -37,7 +37,7 @@ from typing import Any
 from book_lib import checks, collectives, inference, planner, roofline, topology
 from book_lib.efficiency import Calibration, load_calibration
 from book_lib.hardware import CHIPS, get_chip, with_calibration
-from book_lib.models import MODELS
+from book_lib.models import model_names
 from book_lib.numfmt import fmt
 
 __all__ = ["Knob", "Calculator", "roofline_calculator", "collective_calculator", "training_calculator",
@@ -383,7 +383,7 @@ def training_calculator(calibration: Calibration | str | None = None, **defaults
     calc = Calculator(
         title="Best sharding of one training step",
         knobs=(
-            Knob(name="model", label="model", values=tuple(MODELS), default="llama-3-70b"),
+            Knob(name="model", label="model", values=model_names(), default="llama-3-70b"),
             Knob(name="chip", label="chip", values=tpus, default="tpu-v5p"),
             Knob(name="n_chips", label="chips", values=(64, 256, 1024, 2048, 4096, 8960, 17920), default=8960),
             Knob(name="batch_mtokens", label="batch (M tokens)", values=_powers_of_two(0, 5), default=4),
@@ -443,7 +443,7 @@ def serving_calculator(calibration: Calibration | str | None = None, **defaults:
     calc = Calculator(
         title="Latency and throughput of one decode step",
         knobs=(
-            Knob(name="model", label="model", values=tuple(MODELS), default="llama-3-70b"),
+            Knob(name="model", label="model", values=model_names(), default="llama-3-70b"),
             Knob(name="chip", label="chip", values=tuple(CHIPS), default="tpu-v5e"),
             Knob(name="n_chips", label="chips", values=tuple(slices), default=8),
             Knob(name="context_len", label="context (tokens)", values=_powers_of_two(9, 17), default=8192),

@@ -145,17 +145,27 @@ def measure(*, chip: str | Chip | None = None, mode: str = "full") -> Calibratio
 
     Args:
         chip: the chip whose datasheet the rates are divided by; None: the device's own
-            (`hardware.chip_from_device_kind`), and no figures where none matches (a CPU).
+            (`hardware.chip_from_device_kind`), and no figures where none matches (a CPU). Only an
+            accelerator the table does not recognise may be named: a profile of one chip's device filed
+            under another's name would pass for a measurement of it.
         mode: "full" (sizes that fill an accelerator) or "quick" (seconds on a CPU), `SIZES`.
 
     Raises:
-        ValueError: an unknown chip or mode.
+        ValueError: an unknown chip or mode; a chip other than the device's own, or any chip on a CPU.
     """
     import jax
 
     sides, copy_n, attention, chain, bus = SIZES[checks.one_of("mode", mode, tuple(SIZES))]
     device = jax.devices()[0]
-    known = get_chip(chip) if chip is not None else chip_from_device_kind(device.device_kind)
+    own = chip_from_device_kind(device.device_kind)
+    known = own
+    if chip is not None:
+        known = get_chip(chip)
+        if (own is not None and own.name != known.name) or (own is None and device.platform == "cpu"):
+            raise ValueError(
+                f"chip={known.name!r}: this device is {device.device_kind}, and a profile keeps what it measured "
+                f"under the chip it measured; allowed: {own.name if own else 'no chip (a CPU has no datasheet here)'}"
+            )
     rates = {
         **_matmul_rates(sides, device),
         "copy_bytes_per_s": _copy_rate(copy_n, device),

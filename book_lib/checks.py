@@ -85,16 +85,26 @@ def one_of(arg: str, value: str, allowed: Iterable[str]) -> str:
     return value
 
 
-def lookup(arg: str, value: str, table: dict[str, T], *, what: str, key: Callable[[str], str] = str) -> T:
+def lookup(
+    arg: str,
+    value: str,
+    table: dict[str, T],
+    *,
+    what: str,
+    key: Callable[[str], str] = str,
+    offered: Iterable[str] | None = None,
+) -> T:
     """The entry of `table` whose name matches `value` once both pass through `key` (which may
-    drop case or punctuation), or an error saying which `what` is unknown and the closest names."""
+    drop case or punctuation), or an error saying which `what` is unknown and the closest of the names
+    `offered` (every name of `table` by default; others still match, unlisted)."""
+    names = tuple(table if offered is None else offered)
     if not isinstance(value, str):
-        raise ValueError(f"{arg}={value!r}: not a {what} name; allowed: {', '.join(table)}")
+        raise ValueError(f"{arg}={value!r}: not a {what} name; allowed: {', '.join(names)}")
     by_key = {key(name): entry for name, entry in table.items()}
     found = by_key.get(key(value))
     if found is None:
-        hint = _close(value, table, key)
-        raise ValueError(f"{arg}={value!r}: unknown {what}; {hint}allowed: {', '.join(table)}")
+        hint = _close(value, names, key)
+        raise ValueError(f"{arg}={value!r}: unknown {what}; {hint}allowed: {', '.join(names)}")
     return found
 
 

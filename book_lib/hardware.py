@@ -636,6 +636,11 @@ def _key(name: str) -> str:
 
 
 _BY_NAME_ALL = {chip.name: chip for chip in (*_ALL, *_VARIANTS)}
+# The names vendors and clouds sell the table's SXM parts under (the table's a100 is the 80 GB SXM).
+_ALIASES = {
+    "a100-80gb": "a100", "a100-sxm": "a100", "a100-sxm4-80gb": "a100", "h100-sxm": "h100", "h100-sxm5": "h100",
+    "h100-80gb": "h100", "h200-sxm": "h200", "b200-sxm": "b200",
+}  # fmt: skip
 
 
 def chip_names(
@@ -684,7 +689,8 @@ def get_chip(chip: str | Chip, *, arg: str = "chip") -> Chip:
     """
     if isinstance(chip, Chip):
         return chip
-    return checks.lookup(arg, chip, _BY_NAME_ALL, what="chip", key=_key)
+    table = {**_BY_NAME_ALL, **{alias: _BY_NAME_ALL[name] for alias, name in _ALIASES.items()}}
+    return checks.lookup(arg, chip, table, what="chip", key=_key, offered=_BY_NAME_ALL)
 
 
 def with_calibration(chip: str | Chip, calibration: Calibration | str | pathlib.Path | None) -> Chip:
@@ -693,16 +699,20 @@ def with_calibration(chip: str | Chip, calibration: Calibration | str | pathlib.
     None returns the chip unchanged. The datasheet figures stay: the roofline is still the bound.
 
     Raises:
-        ValueError: an unknown chip, a path that holds no profile, or a profile of another chip.
+        ValueError: an unknown chip, a path that holds no profile, or a profile of another chip or
+            measured on another device (a CPU under a chip's name).
     """
     hw = get_chip(chip)
     if calibration is None:
         return hw
     profile = load_calibration(calibration)
-    if profile.chip != hw.name:
+    measured_on = chip_from_device_kind(profile.device_kind)
+    elsewhere = measured_on.name != hw.name if measured_on is not None else profile.device_kind.lower() == "cpu"
+    if profile.chip != hw.name or elsewhere:
         raise ValueError(
-            f"calibration={profile.chip!r}: a profile measured against {profile.chip}'s datasheet, not {hw.name}'s; "
-            f"allowed: a profile of {hw.name} (python -m book_lib calibrate --chip {hw.name})"
+            f"calibration={profile.chip!r}: a profile measured on {profile.device_kind} against {profile.chip}'s "
+            f"datasheet, not on a {hw.name}; allowed: a profile measured on a {hw.name} "
+            "(run python -m book_lib calibrate there)"
         )
     return dataclasses.replace(hw, efficiency=calibrated(hw.efficiency, profile))
 

@@ -24,7 +24,7 @@ from book_lib.parallelism import Layout, place
 from book_lib.training import MemoryPerChip, StepTime, memory_per_chip, step_time
 from book_lib.transformer import TransformerConfig
 
-__all__ = ["PlanEntry", "TrainingPlan", "plan_training"]
+__all__ = ["PlanEntry", "TrainingPlan", "plan_training", "evaluate"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -237,7 +237,7 @@ def _reason(entry_step: StepTime, memory: MemoryPerChip, best: StepTime | None) 
     if entry_step.bound == "communication" and entry_step.largest_collective is not None:
         worst = entry_step.largest_collective
         notes.append(
-            f"communication-bound: collectives {entry_step.t_comms:.3g} s > math {entry_step.t_math:.3g} s "
+            f"communication-bound: collectives {entry_step.t_comms:.3g} s > math {entry_step.roofline_math_s:.3g} s "
             f"(largest: {worst.name}, {worst.phase}, {worst.total_s:.3g} s)"
         )
     if entry_step.t_bubble > 0:
@@ -339,3 +339,44 @@ def _rank(
 def _is_mixed(layout: Layout) -> bool:
     """FSDP and tensor parallelism without pipeline stages: the text's mixed scheme."""
     return layout.fsdp > 1 and layout.tensor > 1 and layout.pipeline == 1
+
+
+def evaluate(
+    model: TransformerConfig | str,
+    chip: Chip | str,
+    layout: Layout,
+    *,
+    batch_tokens: int,
+    seq_len: int,
+    checkpoints_per_layer: float = 4,
+    remat: str = "checkpoints",
+    optimizer: str = "adam",
+    matmul_dtype: str = "bf16",
+    virtual_stages: int = 1,
+    best: PlanEntry | None = None,
+) -> PlanEntry:
+    """One layout you give, timed by `training.step_time` and sized by `training.memory_per_chip` as the
+    planner's rows are, with the reason beside `best` (a `plan_training` entry) when given (rank 0:
+    not ranked). Book: Part 5, "Key Takeaways"; Part 6, "How to shard LLaMA 3-70B".
+
+    Raises:
+        ValueError: what `step_time` or `memory_per_chip` refuse (an unknown model, chip, optimizer,
+            policy or dtype; a layout the chip cannot hold; a batch the layout cannot split).
+    """
+    cfg = get_model(model)
+    step = step_time(
+        cfg, chip, layout, batch_tokens=batch_tokens, seq_len=seq_len, remat=remat, optimizer=optimizer,
+        matmul_dtype=matmul_dtype, virtual_stages=virtual_stages,
+    )  # fmt: skip
+    memory = memory_per_chip(
+        cfg, chip, layout, batch_tokens=batch_tokens, checkpoints_per_layer=checkpoints_per_layer, remat=remat,
+        optimizer=optimizer,
+    )  # fmt: skip
+    return PlanEntry(
+        rank=0,
+        scheme=layout.label,
+        step=step,
+        memory=memory,
+        near_text_fsdp_degree=False,
+        reason=_reason(step, memory, None if best is None else best.step),
+    )

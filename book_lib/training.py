@@ -17,7 +17,7 @@ import math
 import pathlib
 from dataclasses import dataclass
 
-from book_lib import bounds, checks, overheads
+from book_lib import bounds, checks, hardware, overheads
 from book_lib.efficiency import Calibration
 from book_lib.hardware import Chip, get_chip, price_usd_per_chip_hour, with_calibration
 from book_lib.models import get_model
@@ -37,6 +37,7 @@ __all__ = [
     "step_time",
     "memory_per_chip",
     "training_run",
+    "run_of_step",
     "mfu",
 ]
 
@@ -208,9 +209,14 @@ class StepTime:
     terms: tuple[overheads.StepTerm, ...]
 
     @property
+    def roofline_math_s(self) -> float:
+        """The bound's math (s): model FLOPs per chip / C, no recomputation or uneven stage counted."""
+        return self.model_flops_per_chip / self.peak_flops_per_s
+
+    @property
     def roofline_s(self) -> float:
-        """The bound the book teaches (s): max(model FLOPs per chip / C, t_comms). No real step is faster."""
-        return max(self.model_flops_per_chip / self.peak_flops_per_s, self.t_comms)
+        """The bound the book teaches (s): max(roofline_math_s, t_comms). No real step is faster."""
+        return max(self.roofline_math_s, self.t_comms)
 
     @property
     def expected_s(self) -> float:
@@ -259,8 +265,8 @@ class StepTime:
 
     @property
     def bound(self) -> str:
-        """ "compute" when t_math + t_bubble >= t_comms, else "communication"."""
-        return "compute" if self.t_math + self.t_bubble >= self.t_comms else "communication"
+        """What `roofline_s` is: "compute" when roofline_math_s >= t_comms, else "communication"."""
+        return "compute" if self.roofline_math_s >= self.t_comms else "communication"
 
     @property
     def largest_collective(self) -> CollectiveCost | None:
@@ -576,6 +582,35 @@ def training_run(
         flops=total,
         seconds=total / (n * hw.peak_ops_per_s("bf16") * mfu),
         price_usd_per_chip_hour=price_usd_per_chip_hour(hw),
+    )
+
+
+def run_of_step(
+    model: TransformerConfig | str, *, step: StepTime, tokens: float, price_usd_per_chip_hour: float | None = None
+) -> TrainingRun:
+    """Training `model` on `tokens` at `step`'s expected time: tokens / batch_tokens steps of `step.expected_s`.
+
+    seconds = tokens / B * expected_s; mfu = step.mfu_expected; flops_per_token = model FLOPs per chip
+    N / B; the price is `price_usd_per_chip_hour`, else `hardware.price_usd_per_chip_hour`'s (None
+    where no price is cited). Book: Part 6, "Counting parameters and FLOPs" (days to train).
+
+    Raises:
+        ValueError: an unknown model; non-positive tokens or price.
+    """
+    n, b = step.n_chips, step.batch_tokens
+    price = hardware.price_usd_per_chip_hour(step.placement.chip)
+    if price_usd_per_chip_hour is not None:
+        price = checks.positive("price_usd_per_chip_hour", price_usd_per_chip_hour)
+    return TrainingRun(
+        model=get_model(model).name or "custom",
+        chip=step.placement.chip.name,
+        tokens=float(checks.positive("tokens", tokens)),
+        n_chips=n,
+        mfu=step.mfu_expected,
+        flops_per_token=step.model_flops_per_chip * n / b,
+        flops=step.model_flops_per_chip * n / b * tokens,
+        seconds=tokens / b * step.expected_s,
+        price_usd_per_chip_hour=price,
     )
 
 

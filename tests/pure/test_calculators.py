@@ -68,7 +68,7 @@ def test_a_calibration_profile_moves_the_calculators_expected_times_and_never_th
     assert _seconds(measured["expected step"]) > 5 * _seconds(cited["expected step"])
     # a profile of another chip is refused, with what would fit
     refused = calculators.serving_calculator(chip="tpu-v5e", calibration=path).rows()
-    assert refused[0][0] == "not possible" and "allowed: a profile of tpu-v5e" in refused[0][1]
+    assert refused[0][0] == "not possible" and "allowed: a profile measured on a tpu-v5e" in refused[0][1]
 
 
 def _seconds(text: str) -> float:

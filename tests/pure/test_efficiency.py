@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -70,10 +71,12 @@ def test_a_bad_profile_is_refused_with_what_is_allowed(tmp_path):
     partial.write_text(json.dumps({"chip": "h100"}))
     with pytest.raises(ValueError, match=r"missing \['device_kind', 'date', 'jax_version', 'figures'\]"):
         efficiency.load_calibration(partial)
-    with pytest.raises(
-        ValueError, match=r"^calibration='h100': a profile measured against h100's datasheet, not a100's"
-    ):
+    with pytest.raises(ValueError, match=r"^calibration='h100': a profile measured on NVIDIA H100 80GB HBM3 against"):
         with_calibration("a100", SLOW)
+    # a CPU's timings filed under the H100's name (what `calibrate --chip h100` once wrote on a CPU)
+    cpu_as_h100 = dataclasses.replace(SLOW, device_kind="cpu")
+    with pytest.raises(ValueError, match=r"measured on cpu against h100's datasheet, not on a h100; allowed: "):
+        with_calibration("h100", cpu_as_h100)
 
 
 def test_a_slower_profile_makes_every_expected_time_slower_and_leaves_every_bound_alone():

@@ -224,7 +224,7 @@ def test_serve_command_refuses_bad_input_in_one_line(capsys, change, message):
 def test_serve_command_says_first_when_no_batch_fits(capsys):
     from book_lib.__main__ import main
 
-    assert main(["serve", "--model", "llama3-70b", "--chip", "tpu-v5e", "--chips", "4", "--context", "8192"]) == 0
+    assert main(["serve", "--model", "llama3-70b", "--chip", "tpu-v5e", "--chips", "4", "--context", "8192"]) == 1
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith("NOTHING FITS: one sequence of 8\u202f192 tokens needs a slice of 16 chips in bf16")
 

@@ -172,9 +172,9 @@ def test_names_are_resolved_once_at_the_boundary(monkeypatch):
     looked_up = []
     real = checks.lookup
 
-    def counting(arg, value, table, *, what, key=str):
+    def counting(arg, value, table, *, what, key=str, offered=None):
         looked_up.append((arg, value))
-        return real(arg, value, table, what=what, key=key)
+        return real(arg, value, table, what=what, key=key, offered=offered)
 
     monkeypatch.setattr(checks, "lookup", counting)
     _plan()
@@ -215,7 +215,7 @@ def test_cli_says_first_when_nothing_fits_and_what_would(capsys):
         "--seq",
         "4096",
     ]
-    assert main(big) == 0
+    assert main(big) == 1  # printed in full, and a script sees it failed
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith("NOTHING FITS: the leanest layout needs ") and "x the chips" in first
     assert main(PLAN) == 0
@@ -256,3 +256,124 @@ def test_the_planner_tries_zero_when_data_parallel_replicas_do_not_fit():
         bare = replace(entry.layout, zero=0)
         memory = training.memory_per_chip("llama-3-70b", "h100", bare, batch_tokens=4 * 2**20, remat=entry.step.remat)
         assert not memory.fits
+
+
+# ----- your own layout, model and run (issue: a planner a practitioner drives) -----------------------
+
+META_405B = [
+    "plan", "--model", "llama-3.1-405b", "--chip", "h100-sxm", "--chips", "16K", "--batch-tokens", "16M",
+    "--seq", "8192", "--layout", "tensor=8,pipeline=16,data=128", "--microbatches", "16", "--virtual-stages", "2",
+]  # fmt: skip
+
+
+def _json(capsys, args: list[str], status: int = 0) -> dict:
+    from book_lib.__main__ import main
+
+    assert main([*args, "--json"]) == status
+    return json.loads(capsys.readouterr().out)
+
+
+def test_plan_layout_gives_metas_405b_layout_an_expected_time_beside_the_best(capsys):
+    data = _json(capsys, META_405B)
+    yours = data["yours"]
+    assert yours["layout"] | {"microbatches": 16} == {
+        "data": 128, "fsdp": 1, "tensor": 8, "pipeline": 16, "context": 1, "expert": 1, "microbatches": 16, "zero": 0,
+    }  # fmt: skip
+    meta = planner.Layout(tensor=8, pipeline=16, data=128, microbatches=16)
+    step = training.step_time("llama-3.1-405b", "h100", meta, batch_tokens=16 * 2**20, seq_len=8192, virtual_stages=2)
+    assert yours["expected_s"] == pytest.approx(step.expected_s) and yours["expected_s"] > yours["roofline_s"]
+    assert "x the best expected step time" in yours["reason"] and data["entries"][0]["rank"] == 1
+    from book_lib.__main__ import main
+
+    assert main(META_405B) == 0
+    table = capsys.readouterr().out.splitlines()
+    (you,) = [line for line in table if line.startswith("you ")]
+    assert "DP+TP+PP" in you and "tensor=8" in you
+    # a layout of other chips than --chips, or a field that is no degree, is refused by name
+    assert main([*META_405B[:-6], "--layout", "tensor=8,pipeline=8"]) == 2
+    assert "but --chips=16,384" in capsys.readouterr().err
+    assert main([*META_405B[:-6], "--layout", "tensors=8"]) == 2
+    assert "--layout='tensors': unknown; closest: tensor" in capsys.readouterr().err
+
+
+MISTRAL_7B = {  # config.json of mistralai/Mistral-7B-v0.1, as its model card's files give it
+    "architectures": ["MistralForCausalLM"], "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 14336,
+    "max_position_embeddings": 32768, "model_type": "mistral", "num_attention_heads": 32, "num_hidden_layers": 32,
+    "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096,
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 32000,
+}  # fmt: skip
+SMALL_PLAN = ["plan", "--chip", "tpu-v5p", "--chips", "64", "--batch-tokens", "1M", "--seq", "4096"]
+
+
+def test_plan_model_takes_a_hugging_face_config_or_fields(capsys, tmp_path):
+    path = tmp_path / "Mistral-7B-v0.1" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(MISTRAL_7B))
+    from_file = _json(capsys, [*SMALL_PLAN, "--model", str(path)])
+    preset = _json(capsys, [*SMALL_PLAN, "--model", "mistral-7b"])
+    assert from_file["model"] == "Mistral-7B-v0.1" and from_file["entries"] == preset["entries"]
+    fields = "d_model=4096,n_layers=32,d_ff=14336,n_heads=32,n_kv_heads=8,vocab_size=32000"
+    assert _json(capsys, [*SMALL_PLAN, "--model-args", fields])["entries"] == preset["entries"]
+    halved = _json(capsys, [*SMALL_PLAN, "--model", "mistral-7b", "--model-args", "n_layers=16"])
+    assert (
+        halved["entries"][0]["memory_bytes_per_chip"]["params"]
+        < preset["entries"][0]["memory_bytes_per_chip"]["params"]
+    )
+    from book_lib.__main__ import main
+
+    assert main([*SMALL_PLAN, "--model-args", "d_model=4096"]) == 2
+    assert "n_layers, d_ff, n_heads, vocab_size missing" in capsys.readouterr().err
+    assert main([*SMALL_PLAN, "--model", str(tmp_path / "nowhere.json")]) == 2
+    assert "not a readable config.json" in capsys.readouterr().err
+
+
+def test_plan_tokens_gives_days_chip_hours_and_cost(capsys):
+    data = _json(capsys, [*META_405B, "--tokens", "15T"])
+    best, run = data["entries"][0], data["runs"]["the best layout"]
+    days = 15e12 / (16 * 2**20) * best["expected_s"] / 86_400
+    assert run["days"] == pytest.approx(days) and run["chip_hours"] == pytest.approx(16384 * days * 24)
+    assert run["cost_usd"] == pytest.approx(run["chip_hours"] * 10.8)  # the text's H100 price per hour
+    assert data["runs"]["your layout"]["days"] > run["days"]
+    priced = _json(capsys, [*META_405B, "--tokens", "15T", "--price", "2"])["runs"]["the best layout"]
+    assert priced["cost_usd"] == pytest.approx(priced["chip_hours"] * 2)
+    from book_lib.__main__ import main
+
+    assert main([*META_405B, "--tokens", "15T"]) == 0
+    assert "the best layout: 15 × 10¹² tokens in " in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main([*META_405B, "--tokens", "0T"])
+    assert "--tokens='0T': not a token count above 0" in capsys.readouterr().err
+
+
+def test_every_row_keeps_its_legend_bound_is_max_of_math_and_comms(capsys):
+    for args in (META_405B, PLAN, [*SMALL_PLAN, "--model", "mixtral-8x7b"]):
+        data = _json(capsys, args)
+        for e in [*data["entries"], *([data["yours"]] if "yours" in data else [])]:
+            assert e["roofline_s"] == max(e["roofline_math_s"], e["t_comms_s"])
+            assert e["bound"] == ("compute" if e["roofline_math_s"] >= e["t_comms_s"] else "communication")
+    # Issue 42's case: LLaMA-3-70B on a v5p with Layout(fsdp=4096), where the two once disagreed
+    step = training.step_time("llama-3-70b", "tpu-v5p", planner.Layout(fsdp=4096), batch_tokens=BATCH_4M, seq_len=4096)
+    assert (step.bound == "communication") == (step.roofline_s == step.t_comms > step.roofline_math_s)
+
+
+def test_serve_where_nothing_fits_exits_1(capsys):
+    from book_lib.__main__ import main
+
+    args = ["serve", "--model", "llama-3.1-405b", "--chip", "tpu-v5e", "--chips", "8", "--context", "8192"]
+    assert main(args) == 1
+    assert capsys.readouterr().out.startswith("NOTHING FITS")
+    assert main(["serve", "--model", "llama-3-8b", "--chip", "tpu-v5e", "--chips", "8", "--context", "8192"]) == 0
+
+
+def test_common_names_of_models_and_chips_answer_and_the_books_problems_are_not_offered():
+    from book_lib import hardware, models
+
+    assert hardware.get_chip("a100-80gb").name == "a100" and hardware.get_chip("H100 SXM").name == "h100"
+    assert (
+        models.get_model("gpt3-175b").name == "gpt-3-175b" and models.get_model("llama-3.1-70b").max_positions == 131072
+    )
+    assert models.get_model("book-ch4-q1").name == "book-ch4-q1"  # still found by its own name
+    assert not any(name.startswith("book-") for name in models.model_names())
+    with pytest.raises(ValueError) as refused:
+        models.get_model("book-ch4")
+    assert "book-" not in str(refused.value).partition("unknown model;")[2]  # neither closest nor allowed

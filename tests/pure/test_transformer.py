@@ -18,6 +18,8 @@ RELEASED = {
     "llama-2-70b": 68_976_648_192,
     "llama-3-8b": 8_030_261_248,
     "llama-3-70b": 70_553_706_496,
+    "llama-3.1-8b": 8_030_261_248,
+    "llama-3.1-70b": 70_553_706_496,
     "llama-3.1-405b": 405_853_388_800,
     "mistral-7b": 7_241_732_096,
     "mixtral-8x7b": 46_702_792_704,
@@ -315,7 +317,8 @@ def test_get_model_ignores_case_spaces_dashes_dots():
     assert get_model("Llama-3.1-405B") is get_model("llama 3 405b")  # the book's spelling
     model = tiny()
     assert get_model(model) is model
-    assert model_names()[0] == "llama-2-7b" and len(model_names()) == len(MODELS)
+    assert model_names()[0] == "llama-2-7b" and len(model_names(internal=True)) == len(MODELS)
+    assert set(MODELS) - set(model_names()) == {"book-ch4-q1", "book-ch7"}
 
 
 def test_models_is_read_only():
@@ -478,3 +481,52 @@ def test_a_decode_step_reads_only_the_experts_its_batch_touches():
     assert mixtral.params_read_per_step(1) == pytest.approx(mixtral.active_param_count())
     assert mixtral.params_read_per_step(10**4) == pytest.approx(mixtral.param_count())
     assert dense.params_read_per_step(1) == dense.param_count() and dense.experts_touched(5) == 1
+
+
+# config.json of each family, written from the checkpoints' model cards (their files), and the preset of it
+HF_CONFIGS = {
+    "mistral-7b": {"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+                   "num_hidden_layers": 32, "num_key_value_heads": 8, "vocab_size": 32000,
+                   "max_position_embeddings": 32768, "tie_word_embeddings": False},
+    "mixtral-8x7b": {"model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336,
+                     "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+                     "vocab_size": 32000, "max_position_embeddings": 32768, "num_local_experts": 8,
+                     "num_experts_per_tok": 2, "tie_word_embeddings": False},
+    "llama-3.1-405b": {"model_type": "llama", "hidden_size": 16384, "intermediate_size": 53248,
+                       "num_attention_heads": 128, "num_hidden_layers": 126, "num_key_value_heads": 8,
+                       "vocab_size": 128256, "max_position_embeddings": 131072, "tie_word_embeddings": False},
+    "qwen2.5-72b": {"model_type": "qwen2", "hidden_size": 8192, "intermediate_size": 29568, "num_attention_heads": 64,
+                    "num_hidden_layers": 80, "num_key_value_heads": 8, "vocab_size": 152064,
+                    "max_position_embeddings": 131072, "tie_word_embeddings": False},
+    "qwen3-235b-a22b": {"model_type": "qwen3_moe", "hidden_size": 4096, "intermediate_size": 12288,
+                        "moe_intermediate_size": 1536, "num_attention_heads": 64, "num_hidden_layers": 94,
+                        "num_key_value_heads": 4, "head_dim": 128, "num_experts": 128, "num_experts_per_tok": 8,
+                        "vocab_size": 151936, "max_position_embeddings": 40960, "tie_word_embeddings": False},
+    "deepseek-v3": {"model_type": "deepseek_v3", "hidden_size": 7168, "intermediate_size": 18432,
+                    "moe_intermediate_size": 2048, "num_attention_heads": 128, "num_hidden_layers": 61,
+                    "num_key_value_heads": 128, "n_routed_experts": 256, "n_shared_experts": 1,
+                    "num_experts_per_tok": 8, "first_k_dense_replace": 3, "kv_lora_rank": 512, "q_lora_rank": 1536,
+                    "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "vocab_size": 129280,
+                    "max_position_embeddings": 163840, "tie_word_embeddings": False},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", HF_CONFIGS)
+def test_a_hugging_face_config_of_each_family_is_its_preset(name):
+    from book_lib.models import from_hf_config
+
+    preset = MODELS[name]
+    read = from_hf_config(HF_CONFIGS[name], name=name)
+    positions = read.max_positions if name == "qwen2.5-72b" else preset.max_positions  # the preset leaves it open
+    assert read == dataclasses.replace(preset, source="", max_positions=positions)
+    assert read.param_count() == preset.param_count()
+
+
+def test_a_config_of_another_family_or_without_a_field_is_refused_by_name():
+    from book_lib.models import from_hf_config
+
+    with pytest.raises(ValueError, match=r"^model_type='gpt2': unknown; .*allowed: llama, mistral"):
+        from_hf_config({"model_type": "gpt2"})
+    broken = {k: v for k, v in HF_CONFIGS["mistral-7b"].items() if k != "vocab_size"}
+    with pytest.raises(ValueError, match=r"^config\['vocab_size'\]: missing from a mistral config.json"):
+        from_hf_config(broken)
