@@ -379,7 +379,8 @@ def _plan_table(
     yours: planner.PlanEntry | None = None,
     runs: dict[str, training.TrainingRun] | None = None,
 ) -> str:
-    pods = f"{plan.pods} pods of " if plan.pods > 1 else "one slice "
+    unit = "nodes" if get_chip(plan.chip).family == "gpu" else "pods"
+    pods = f"{fmt(plan.pods)} {unit} of " if plan.pods > 1 else "one slice "
     shape = "x".join(str(s) for s in plan.slice_shape)
     lines = [
         *_nothing_fits(plan, yours),

@@ -34,9 +34,10 @@ from book_lib.hardware import PRICES_USD_PER_CHIP_HOUR, Chip, get_chip, price_us
 from book_lib.models import get_model
 from book_lib.transformer import TransformerConfig
 
-# The formats the text serves weights and KV caches in (Part 7, "Quantization"): the calculators' and CLI's
-# choices. Every function here takes any dtype of `checks.DTYPES`.
-SERVING_DTYPES = ("bf16", "int8", "int4")
+# The formats the text serves weights and KV caches in (Part 7, "Quantization"), and fp8, in which
+# DeepSeek-V3 and Llama 3.1 405B ship their weights: the calculators' and CLI's choices. Every function
+# here takes any dtype of `checks.DTYPES`.
+SERVING_DTYPES = ("bf16", "fp8", "int8", "int4")
 
 __all__ = [
     "SERVING_DTYPES",

@@ -255,7 +255,8 @@ def kernels_per_layer(cfg: TransformerConfig) -> int:
     return cfg.norms_per_layer + 2 + 1 + projections + 1 + 3 + (3 if cfg.is_moe else 0)
 
 
-# The terms of `expected_terms`, in order: (name, how it is computed; {rates} filled in per step).
+# The terms of `expected_terms`, in order: (name, how it is computed; {rates} filled in per step);
+# `expected_terms` computes each one's seconds under the same name.
 TERMS = (
     ("matmul FLOPs at peak", "model FLOPs per chip / C (the roofline's math)"),
     ("uneven pipeline stages", "the busiest stage's ceil(L / S) layers over L / S"),
@@ -343,27 +344,35 @@ def expected_terms(
         slowdown_s += eff.overlap_slowdown * min(hidden, compute_s * share)
     critical_s = compute_s + elementwise_s + kernels_s + padding_s + blocking_s + latency_s + slowdown_s
     a, matmul_s, waves, attention_s = work.attention_share, compute["matmuls"], compute["waves"], compute["attention"]
-    seconds = (
-        work.model_s,
-        busiest_s - work.model_s,
-        work.t_math - busiest_s,
-        matmul_s - (1 - a) * work.t_math,
-        matmul_s / waves - matmul_s,
-        attention_s - a * work.t_math,
-        compute["scores"],
-        padding_s,
-        elementwise_s,
-        kernels_s,
-        update_s,
-        blocking_s,
-        latency_s,
-        slowdown_s,
-        excess_s,
-        edges_s,
-        fill_s,
-        work.bubble * critical_s,
-    )
+    seconds = {
+        "matmul FLOPs at peak": work.model_s,
+        "uneven pipeline stages": busiest_s - work.model_s,
+        "recomputation": work.t_math - busiest_s,
+        "matmuls at the achieved rate": matmul_s - (1 - a) * work.t_math,
+        "partial last waves of GEMM tiles": matmul_s / waves - matmul_s,
+        "attention at flash-attention rates": attention_s - a * work.t_math,
+        "attention scores through HBM": compute["scores"],
+        "matmul tile padding": padding_s,
+        "elementwise ops, norms, RoPE (HBM)": elementwise_s,
+        "kernel fixed cost": kernels_s,
+        "optimizer update (HBM)": update_s,
+        "tensor/expert-parallel collectives": blocking_s,
+        "collective latency": latency_s,
+        "compute slowed by overlapped collectives": slowdown_s,
+        "communication beyond the compute it overlaps": excess_s,
+        "first gather and last reduction": edges_s,
+        "pipeline fill and drain sends": fill_s,
+        "pipeline bubble": work.bubble * critical_s,
+    }
     rates = {"matmul": eff.matmul_for(work.matmul_dtype), "waves": waves, "forward": eff.attention_forward,
              "backward": eff.attention_backward, "slowdown": eff.overlap_slowdown}  # fmt: skip
-    terms = zip(TERMS, seconds, strict=True)
-    return tuple(StepTerm(name=name, seconds=t, how=how.format(**rates)) for (name, how), t in terms)
+    return _named(seconds, rates)
+
+
+def _named(seconds: dict[str, float], rates: dict[str, float]) -> tuple[StepTerm, ...]:
+    """`TERMS` in order, each with its seconds from `seconds` (which must name the same terms) and its how."""
+    if set(seconds) != {name for name, _ in TERMS}:
+        raise RuntimeError(
+            f"expected_terms and TERMS name different terms: {sorted(set(seconds) ^ dict(TERMS).keys())}"
+        )
+    return tuple(StepTerm(name=name, seconds=seconds[name], how=how.format(**rates)) for name, how in TERMS)

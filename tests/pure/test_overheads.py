@@ -90,3 +90,14 @@ def test_collectives_run_at_the_rate_a_ring_reaches_on_the_links():
                                            latency_s=0.0, overlaps=False)  # fmt: skip
     assert overheads.achieved(cost, hardware.get_chip("a100")).bandwidth_s == pytest.approx(300 / 234.89)
     assert overheads.achieved(cost, hardware.get_chip("tpu-v5p")).bandwidth_s == 1.0
+
+
+def test_each_term_is_computed_under_the_name_it_is_printed_with():
+    from book_lib.overheads import TERMS, _named
+
+    rates = {"matmul": 0.8, "waves": 1.0, "forward": 0.6, "backward": 0.5, "slowdown": 0.1}
+    seconds = {name: float(i) for i, (name, _) in enumerate(TERMS)}
+    assert [t.seconds for t in _named(seconds, rates)] == list(seconds.values())
+    for planted in ({**seconds, "a term TERMS lacks": 1.0}, {k: v for k, v in seconds.items() if k != "recomputation"}):
+        with pytest.raises(RuntimeError, match="name different terms"):
+            _named(planted, rates)

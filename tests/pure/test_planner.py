@@ -377,3 +377,19 @@ def test_common_names_of_models_and_chips_answer_and_the_books_problems_are_not_
     with pytest.raises(ValueError) as refused:
         models.get_model("book-ch4")
     assert "book-" not in str(refused.value).partition("unknown model;")[2]  # neither closest nor allowed
+
+
+def test_serve_takes_fp8_weights_where_bf16_does_not_fit(capsys):
+    from book_lib.__main__ import main
+
+    args = ["serve", "--model", "deepseek-v3", "--chip", "h200", "--chips", "8", "--context", "4096"]
+    assert main(args) == 1  # 671e9 parameters in bf16: 1.34 TB on 8 x 141 GB
+    capsys.readouterr()
+    assert main([*args, "--dtype", "fp8", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["fits"] and 671e9 < rows[0]["memory_bytes"] < 8 * 141e9
+
+
+def test_gpu_clusters_are_counted_in_nodes():
+    done = _cli(*META_405B[:-6], "--top", "1")
+    assert done.returncode == 0 and "(2\u202f048 nodes of 8)" in done.stdout.splitlines()[0]
