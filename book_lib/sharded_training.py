@@ -189,6 +189,10 @@ class CompilerMemory:
             ([L, B / (data fsdp), T / tensor, D] where the checkpoints are split as the book counts).
         vmem_bytes: the on-chip VMEM the compiler's buffers use (its memory-usage report), None
             where the report is not written; `memory_analysis()` counts HBM only.
+        checkpoints_in: the memory space the report places the saved layer inputs in ("vmem" or
+            "default", HBM), None where the report does not list them.
+        fp32_stacks_in_hbm: the report holds fp32 arrays of the stacked weights' [L, ...] shape in HBM
+            (the update's fp32 values), None without a report.
     """
 
     target: str
@@ -197,6 +201,8 @@ class CompilerMemory:
     compiled: profile.MemoryReport
     checkpoint_shape: tuple[int, ...] | None
     vmem_bytes: int | None
+    checkpoints_in: str | None
+    fp32_stacks_in_hbm: bool | None
 
     @property
     def states_ratio(self) -> float:
@@ -222,9 +228,16 @@ DEEP_NARROW = TransformerConfig(
 )
 
 
-# XLA's memory-usage report (`xla_dump_to`) totals each memory space: "Memory Space: vmem ..." then
-# "Total bytes: N".
-_VMEM_TOTAL = re.compile(r"Memory Space: vmem \(color=\d+\)\s*Total bytes: (\d+)")
+# XLA's memory-usage report (`xla_dump_to`): a section per memory space, "Memory Space: vmem (color=1)",
+# its "Total bytes: N", then one line per allocation with the shapes of the values it holds.
+_SPACE = re.compile(r"^Memory Space: (\w+) \(color=\d+\)\s*Total bytes: (\d+)", re.MULTILINE)
+
+
+def _spaces(report: str) -> dict[str, tuple[int, str]]:
+    """Each memory space of a memory-usage report: its name -> (total bytes, its allocations' text)."""
+    heads = list(_SPACE.finditer(report))
+    ends = [h.start() for h in heads[1:]] + [len(report)]
+    return {h[1]: (int(h[2]), report[h.end() : end]) for h, end in zip(heads, ends, strict=True)}
 
 
 def against_compiler(
@@ -243,8 +256,9 @@ def against_compiler(
     with tpu_aot.compiling_for(target), tempfile.TemporaryDirectory() as folder:
         fn, args, jit_kwargs = program(config, layout, batch=batch, seq_len=seq_len)
         compiled = tpu_aot.compile(fn, *args, compiler_options={"xla_dump_to": folder}, **jit_kwargs)
-        reports = [p.read_text() for p in Path(folder).glob("*memory-usage-report.txt")]
-    vmem = [int(m) for text in reports for m in _VMEM_TOTAL.findall(text)]
+        spaces = {
+            k: v for p in Path(folder).glob("*memory-usage-report.txt") for k, v in _spaces(p.read_text()).items()
+        }
     book = training.memory_per_chip(config, chip, layout, batch_tokens=batch * seq_len, remat="full")
     L, D = config.n_layers, config.d_model
     stacks = {
@@ -252,7 +266,11 @@ def against_compiler(
         for a in hlo_arrays.find_arrays(hlo.hlo_text(compiled))
         if a.dtype == "bf16" and len(a.shape) == 4 and a.shape[0] == L and a.shape[-1] == D
     }
+    shape = max(stacks, key=math.prod) if stacks else None
+    written = f"bf16[{','.join(map(str, shape))}]" if shape else None
+    held_in = [name for name, (_, text) in spaces.items() if written and written in text]
     return CompilerMemory(
-        target=target, layout=layout, book=book, compiled=profile.memory_report(compiled),
-        checkpoint_shape=max(stacks, key=math.prod) if stacks else None, vmem_bytes=vmem[0] if vmem else None,
+        target=target, layout=layout, book=book, compiled=profile.memory_report(compiled), checkpoint_shape=shape,
+        vmem_bytes=spaces["vmem"][0] if "vmem" in spaces else None, checkpoints_in=held_in[0] if held_in else None,
+        fp32_stacks_in_hbm=f"f32[{L}," in spaces["default"][1] if "default" in spaces else None,
     )  # fmt: skip
