@@ -4,7 +4,7 @@ Each measurement is a jitted JAX program timed by `bench.time_jitted` (compiled 
 
 | rate                 | program                                              | figure it sets           |
 |----------------------|------------------------------------------------------|--------------------------|
-| matmul FLOP/s        | X[M, K] @ Y[K, N] over a grid of sizes, bf16 and f32 | matmul (best bf16 / peak) |
+| matmul FLOP/s        | X[M, K] @ Y[K, N] over a grid of sizes, bf16 and f32 | matmul, matmul_sweep     |
 | copy bytes/s         | y = x + 1 on a large vector: read and write          | hbm (/ datasheet)        |
 | attention FLOP/s     | `jax.nn.dot_product_attention`, causal, and its grad | attention_forward, _backward |
 | kernel fixed cost    | a chain of tiny ops fenced by optimization barriers  | kernel_s                 |
@@ -41,17 +41,18 @@ SIZES: dict[str, Sizes] = {
 
 
 def _matmul_rates(sides: tuple[int, ...], device: Any) -> dict[str, float]:
-    """Best FLOP/s of square and flat matmuls per dtype: 2 M N K / t."""
+    """Best FLOP/s of square and flat matmuls per dtype, 2 M N K / t, and each square bf16 side's own
+    ("matmul_bf16_n1024_flops_per_s"): the sweep `efficiency.calibrated` reads matmuls' shapes from."""
     import jax.numpy as jnp
 
     rates: dict[str, float] = {}
     for dtype, name in ((jnp.bfloat16, "bf16"), (jnp.float32, "fp32")):
         for n in sides:
             for m, k in ((n, n), (4 * n, n // 2)):
-                t = bench.time_matmul(m, k, n, device, dtype, n_runs=5).min_s
-                rates[f"matmul_{name}_flops_per_s"] = max(
-                    rates.get(f"matmul_{name}_flops_per_s", 0.0), 2 * m * n * k / t
-                )
+                rate = 2 * m * n * k / bench.time_matmul(m, k, n, device, dtype, n_runs=5).min_s
+                rates[f"matmul_{name}_flops_per_s"] = max(rates.get(f"matmul_{name}_flops_per_s", 0.0), rate)
+                if name == "bf16" and m == n:
+                    rates[f"matmul_bf16_n{n}_flops_per_s"] = rate
     return rates
 
 

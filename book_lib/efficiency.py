@@ -29,7 +29,9 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import math
 import pathlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +43,8 @@ __all__ = [
     "Efficiency",
     "PEAK",
     "TPU",
+    "TPU_V5E",
+    "IRONWOOD",
     "A100",
     "A100_PCIE",
     "HOPPER",
@@ -62,6 +66,7 @@ FIELDS = (
     "ici",
     "dcn",
 )
+_SQUARE = re.compile(r"matmul_bf16_n(\d+)_flops_per_s")
 _RATIOS = ("matmul", "matmul_fp8", "attention_forward", "attention_backward", "hbm", "ici", "dcn")
 
 _MAMF = (
@@ -70,9 +75,9 @@ _MAMF = (
     "GEMM shapes: "
 )
 _FA2 = (
-    "https://arxiv.org/abs/2307.08691 (FlashAttention-2, Dao 2023, A100 80GB SXM4: 'reaches up to "
-    "230 TFLOPs/s, 73% of the theoretical maximum TFLOPs/s on A100 GPUs'; abstract: '50-73% of the "
-    "theoretical maximum FLOPs/s on A100'"
+    "https://arxiv.org/abs/2307.08691 (FlashAttention-2, Dao 2023, A100 80GB SXM4, head dim 64 and 128, "
+    "sequences 512 to 16k: 'reaching up to 73% of the theoretical max throughput in the forward pass, and up "
+    "to 63% of the theoretical max throughput in the backward pass'"
 )
 _FA3 = (
     "https://arxiv.org/abs/2407.08608 (FlashAttention-3, Shah et al. 2024, H100 80GB SXM5, head dim 128, "
@@ -95,8 +100,12 @@ _NVLINK = (
     "361.4 and reduce-scatter 362.9 GBps, 80-81%: the ring NCCL falls back to without NVLink SHARP)"
 )
 _NICS = (
-    f"{_NETWORK} (4 nodes of 8 B200, 4GiB all-reduce over 32 ranks: '36.52GBps per accelerator, or 73% of the "
-    "50GBps of inter-node bandwidth each accelerator has')"
+    f"{_NETWORK} (4 nodes of 8 B200 over AWS EFA, 4GiB all-reduce over 32 ranks: '36.52GBps per accelerator, "
+    "or 73% of the 50GBps of inter-node bandwidth each accelerator has'; measured on that system only)"
+)
+_NICS_DGX = (
+    f"{_NETWORK.replace('README.md', 'benchmarks/README.md')} (NVIDIA GTC24 session S62129's slide, 'NCCL Tests "
+    "Allreduce Bus Bandwidth in GB/s' across nodes over InfiniBand RDMA, the NICs' total per node: "
 )
 _UNMEASURED = "no published measurement in our sources: the datasheet's figure until `calibrate` measures it"
 _FUSED = "XLA fuses a layer's elementwise work into its matmuls' kernels and launches one program per step"
@@ -119,6 +128,9 @@ class Efficiency:
         dcn: the same for the links between hosts or pods (ratio in (0, 1]).
         sources: (figure, where it was measured and the words that state it), one per figure.
         measured: the figures a `Calibration` replaced, measured on the reader's device.
+        matmul_sweep: (side, achieved / peak) of square bf16 matmuls of that side, from a cited sweep
+            (sides increasing, the source in `matmul`'s); empty where no sweep of the chip is published,
+            and every matmul then runs at `matmul` (see `shape_factor`).
     """
 
     matmul: float = 1.0
@@ -132,6 +144,7 @@ class Efficiency:
     dcn: float = 1.0
     sources: tuple[tuple[str, str], ...] = tuple((name, _UNMEASURED) for name in FIELDS)
     measured: tuple[str, ...] = ()
+    matmul_sweep: tuple[tuple[float, float], ...] = ()
 
     def __post_init__(self) -> None:
         for name in _RATIOS:
@@ -140,6 +153,12 @@ class Efficiency:
                 raise ValueError(f"{name}={value!r}: not a fraction of the datasheet; allowed: 0 < {name} <= 1")
         for name in ("kernel_s", "overlap_slowdown"):
             checks.non_negative(name, getattr(self, name))
+        sides = [side for side, _ in self.matmul_sweep]
+        if sides != sorted(set(sides)) or not all(side > 0 and 0 < r <= 1 for side, r in self.matmul_sweep):
+            raise ValueError(
+                f"matmul_sweep={self.matmul_sweep!r}: not (side, ratio) pairs; allowed: sides > 0 increasing, "
+                "0 < ratio <= 1"
+            )
         missing = set(FIELDS) - {name for name, _ in self.sources}
         if missing:
             raise ValueError(f"sources={self.sources!r}: no source for {sorted(missing)}; allowed: one per figure")
@@ -147,6 +166,33 @@ class Efficiency:
     def matmul_for(self, dtype: str) -> float:
         """The achieved fraction of the peak for matmuls in `dtype`: `matmul_fp8` for fp8, else `matmul`."""
         return self.matmul_fp8 if checks.dtype(dtype, "dtype") == "fp8" else self.matmul
+
+    def shape_factor(self, m: float, n: float, k: float) -> float:
+        """How much slower an [m, k] @ [k, n] matmul runs than the best shape's `matmul` rate (ratio in (0, 1]).
+
+        The sweep measured square matmuls; the matmul is read at the side s of the square with its
+        arithmetic intensity (FLOPs per element moved, 2 m n k / 2 (m k + k n + m n) = s / 3):
+
+            s = 3 m n k / (m k + k n + m n),   factor = sweep(s) / max(sweep)
+
+        with sweep(s) interpolated in log2(s) between the measured sides and held at the ends. 1 with no
+        sweep. Example: Ironwood's sweep gives a 2048-cubed matmul 679.3 / 956.4 = 0.71.
+
+        Raises:
+            ValueError: a dimension not positive.
+        """
+        dims = [checks.positive(name, value) for name, value in (("m", m), ("n", n), ("k", k))]
+        if not self.matmul_sweep:
+            return 1.0
+        side = 3 * dims[0] * dims[1] * dims[2] / (dims[0] * dims[2] + dims[2] * dims[1] + dims[0] * dims[1])
+        sides = [math.log2(s) for s, _ in self.matmul_sweep]
+        ratios = [r for _, r in self.matmul_sweep]
+        x = min(max(math.log2(side), sides[0]), sides[-1])
+        i = max(j for j in range(len(sides)) if sides[j] <= x)
+        if i == len(sides) - 1:
+            return ratios[-1] / max(ratios)
+        w = (x - sides[i]) / (sides[i + 1] - sides[i])
+        return (ratios[i] + w * (ratios[i + 1] - ratios[i])) / max(ratios)
 
     def source(self, name: str) -> str:
         """Where figure `name` comes from, in words.
@@ -163,25 +209,57 @@ def _cited(sources: Mapping[str, str], **figures: Any) -> Efficiency:
     return Efficiency(**figures, sources=tuple((name, sources.get(name, _UNMEASURED)) for name in FIELDS))
 
 
-# TPUs: XLA compiles a step into a few fused programs, so no per-kernel cost; JAX's Pallas guide measures
-# XLA's bf16 matmul on a v5e, taken for every generation until `calibrate` measures one.
-_TPU_MATMUL = (
+# TPUs: XLA compiles a step into a few fused programs, so no per-kernel cost. Each generation takes the
+# figures a microbenchmark measured on it; where none did, the v5e's stand in, and its sources say so.
+_V5E_MATMUL = (
     "https://docs.jax.dev/en/latest/pallas/tpu/matmul.html (JAX's Pallas TPU matmul guide, on a TPU v5e, "
     "timed with timeit around block_until_ready: 'XLA matmul ... 8192 x 8192 x 8192 ... FLOP/s utilization: "
-    "92.2960%'); taken for the other TPU generations too, whose matmuls no source in ours measures"
+    "92.2960%')"
 )
+_V5E_ICI = (
+    "How to Scale Your Model, Part 3, answer to the AllGather problem on a TPU v5e: an AllGather along an "
+    "axis of 4 chips with no wraparound, 3 hops of 8.4e6 bytes at 4.5e10 bytes/s, 'in theory ... 560us', "
+    "and 'an actual profile from the authors shows 680us': 560 / 680 of the link's rate"
+)
+_STAND_IN = "; no source in ours measures this generation, so the v5e's figure stands in"
 _TPU_ATTENTION = (
-    _TPU_MATMUL + "; a flash-attention kernel's two matmuls run on the same MXUs, so its rate is taken as the "
-    "matmul's: no published measurement of a TPU attention kernel in our sources (an upper estimate)"
+    "no published measurement of a TPU flash-attention kernel in our sources: the matmul figure stands in "
+    "(its two matmuls run on the same MXUs; an upper estimate, since the softmax's exponentials and "
+    "rescaling are VPU work the matmuls do not have)"
 )
-PEAK = _cited({"kernel_s": _FUSED, "overlap_slowdown": (
+_FIXED = {"kernel_s": _FUSED, "overlap_slowdown": (
     "no published measurement in our sources: taken as 0, since a TPU's transfers are DMAs its compiler "
     "schedules beside the TensorCore's work (Part 2, Appendix C; Part 10, LLO 'schedule DMAs'), not "
-    "kernels that take its compute units")})  # fmt: skip
+    "kernels that take its compute units")}  # fmt: skip
+PEAK = _cited(_FIXED)
+TPU_V5E = _cited(
+    {**_FIXED, "matmul": _V5E_MATMUL, "attention_forward": _TPU_ATTENTION, "attention_backward": _TPU_ATTENTION,
+     "ici": _V5E_ICI},
+    matmul=0.922960, attention_forward=0.922960, attention_backward=0.922960, ici=560 / 680,
+)  # fmt: skip
 TPU = _cited(
-    {**dict(PEAK.sources), "matmul": _TPU_MATMUL, "attention_forward": _TPU_ATTENTION,
+    {**_FIXED, "matmul": _V5E_MATMUL + _STAND_IN, "attention_forward": _TPU_ATTENTION,
      "attention_backward": _TPU_ATTENTION},
     matmul=0.922960, attention_forward=0.922960, attention_backward=0.922960,
+)  # fmt: skip
+# Ironwood: AI-Hypercomputer's sweep of square bf16 matmuls, TFLOP/s per device (one of a chip's two
+# TensorCores, half the chip's 2307 TFLOP/s peak).
+_IRONWOOD_SWEEP_TFLOPS = (
+    (128, 2.589961271), (256, 18.28645367), (512, 105.0783466), (1024, 349.7270639), (2048, 679.284728),
+    (4096, 892.9445127), (16384, 950.1286983), (32768, 956.3824592),
+)  # fmt: skip
+_IRONWOOD_PEAK_TFLOPS = 2307 / 2
+_IRONWOOD_MATMUL = (
+    "https://github.com/AI-Hypercomputer/accelerator-microbenchmarks/blob/main/Ironwood/"
+    "Ironwood_Microbenchmarks_readme.md ('GEMM Results': gemm_multiple_run, bf16 inputs, fp32 accumulation, "
+    "m = n = k from 128 to 32768, TFLOP/s per device; best 956.4 at 32768, of 1153.5 per device, 82.9%)"
+)
+IRONWOOD = _cited(
+    {**_FIXED, "matmul": _IRONWOOD_MATMUL, "attention_forward": _TPU_ATTENTION,
+     "attention_backward": _TPU_ATTENTION},
+    matmul=956.3824592 / _IRONWOOD_PEAK_TFLOPS, attention_forward=956.3824592 / _IRONWOOD_PEAK_TFLOPS,
+    attention_backward=956.3824592 / _IRONWOOD_PEAK_TFLOPS,
+    matmul_sweep=tuple((side, tflops / _IRONWOOD_PEAK_TFLOPS) for side, tflops in _IRONWOOD_SWEEP_TFLOPS),
 )  # fmt: skip
 _GPU_COMMON = {"kernel_s": _LAUNCH, "overlap_slowdown": _OVERLAP, "ici": _NVLINK, "dcn": _NICS}
 _GPU_FIXED = {"kernel_s": 70e-6 / 80, "overlap_slowdown": 0.189, "ici": 367.61 / 450, "dcn": 36.52 / 50}
@@ -192,13 +270,13 @@ _BACKWARD = (
 A100 = _cited(
     {
         "matmul": _MAMF + "A100 SXM, bf16, 271.2 of 312 TFLOPS, 86.9%)",
-        "attention_forward": _FA2 + "; taken at the range's top for the forward pass, whose rate the text names)",
-        "attention_backward": _FA2 + "; taken at its bottom for the backward pass, whose rate only the figures "
-        "give" + _BACKWARD + ")",
+        "attention_forward": _FA2 + ")",
+        "attention_backward": _FA2 + _BACKWARD + ")",
         **_GPU_COMMON,
+        "dcn": _NICS_DGX + "'NVL3 + 8x 200Gb RDMA' (DGX A100) 192 of 8 x 25 GB/s, 96%)",
     },
-    matmul=271.2 / 312, attention_forward=0.73, attention_backward=0.50 * 2 / 2.5,
-    **{**_GPU_FIXED, "ici": 234.89 / 300},
+    matmul=271.2 / 312, attention_forward=0.73, attention_backward=0.63 * 2 / 2.5,
+    **{**_GPU_FIXED, "ici": 234.89 / 300, "dcn": 192 / 200},
 )  # fmt: skip
 A100_PCIE = dataclasses.replace(
     A100,
@@ -214,9 +292,10 @@ HOPPER = _cited(
         "attention_forward": _FA3 + "forward, causal, 602 TFLOPs/s of 989, 60.9%)",
         "attention_backward": _FA3 + "backward, 559 TFLOPs/s of 989, 56.5%" + _BACKWARD + ")",
         **_GPU_COMMON,
+        "dcn": _NICS_DGX + "'NVL4 + 8x 400Gb RDMA' (DGX H100) 380 of 8 x 50 GB/s, 95%)",
     },
     matmul=794.5 / 989, matmul_fp8=1402.6 / 1979, attention_forward=602 / 989,
-    attention_backward=559 / 989 * 2 / 2.5, **_GPU_FIXED,
+    attention_backward=559 / 989 * 2 / 2.5, **{**_GPU_FIXED, "dcn": 380 / 400},
 )  # fmt: skip
 H200 = dataclasses.replace(
     HOPPER,
@@ -226,20 +305,29 @@ H200 = dataclasses.replace(
         for n, s in HOPPER.sources
     ),
 )
-B200 = dataclasses.replace(
-    HOPPER,
-    matmul=1745.0 / 2250,
-    matmul_fp8=3432.5 / 4500,
-    ici=682.2 / 900,
-    sources=tuple(
-        (n, _MAMF + "B200 SXM, bf16, 1745.0 of 2250 TFLOPS, 77.6%)" if n == "matmul" else
-         _MAMF + "B200 SXM, float8_e4m3fn, 3432.5 of 4500 TFLOPS, 76.3%)" if n == "matmul_fp8" else
-         f"{_NETWORK} (8x B200, nccl=2.27.7, 8GiB all-reduce with NVLS off, the ring: 682.2GBps busbw of "
-         "NVLink 5's 900)" if n == "ici" else
-         s + "; taken for the B200 too: no published B200 flash-attention benchmark in our sources"
-         if n.startswith("attention") else s)
-        for n, s in HOPPER.sources
-    ),
+_FA4 = (
+    "https://arxiv.org/abs/2603.05451 (FlashAttention-4, B200, BF16, head dims 64 and 128, sequences 1k to 32k: "
+    "'FlashAttention-4 reaches up to 1613 TFLOPs/s, approximately 71% of the theoretical maximum TFLOPs/s on "
+    "B200 GPUs', the forward pass, causal or not unstated)"
+)
+_FA4_BACKWARD = (
+    "https://research.colfax-intl.com/optimization-diaries-improving-flashattention-4-backward-for-head-"
+    "dimension-64/ (Colfax, FA4's co-authors: 'For head dimension 128, FA4 backward is highly performant, "
+    "achieving 1237 TFLOP/s, or about 55% of peak compute throughput on a B200 GPU'; causal or not and the "
+    "sequence unstated" + _BACKWARD + ")"
+)
+B200 = _cited(
+    {
+        "matmul": _MAMF + "B200 SXM, bf16, 1745.0 of 2250 TFLOPS, 77.6%)",
+        "matmul_fp8": _MAMF + "B200 SXM, float8_e4m3fn, 3432.5 of 4500 TFLOPS, 76.3%)",
+        "attention_forward": _FA4,
+        "attention_backward": _FA4_BACKWARD,
+        **_GPU_COMMON,
+        "ici": f"{_NETWORK} (8x B200, nccl=2.27.7, 8GiB all-reduce with NVLS off, the ring: 682.2GBps busbw of "
+        "NVLink 5's 900)",
+    },
+    matmul=1745.0 / 2250, matmul_fp8=3432.5 / 4500, attention_forward=1613 / 2250,
+    attention_backward=1237 / 2250 * 2 / 2.5, **{**_GPU_FIXED, "ici": 682.2 / 900},
 )  # fmt: skip
 
 
@@ -319,7 +407,9 @@ def calibrated(efficiency: Efficiency, calibration: Calibration | str | pathlib.
     """`efficiency` with the figures `calibration` measured in place of the cited ones (None: unchanged).
 
     Each replaced figure's source names the device, date and jax version, and `Efficiency.measured`
-    lists it, so a report can say which figures came from the reader's own device.
+    lists it, so a report can say which figures came from the reader's own device. Where the profile
+    holds square bf16 matmuls of two sides or more (`calibrate`'s grid) and a measured `matmul`, they
+    become `Efficiency.matmul_sweep`: each side's rate over the best, times `matmul`.
     """
     if calibration is None:
         return efficiency
@@ -327,6 +417,11 @@ def calibrated(efficiency: Efficiency, calibration: Calibration | str | pathlib.
     figures = dict(cal.figures)
     words = f"measured by `calibrate` on {cal.device_kind} ({cal.chip}), {cal.date}, jax {cal.jax_version}"
     sources = tuple((n, words if n in figures else s) for n, s in efficiency.sources)
+    squares = sorted((int(m[1]), rate) for name, rate in cal.rates if (m := _SQUARE.fullmatch(name)))
+    sweep = efficiency.matmul_sweep
+    if "matmul" in figures and len(squares) > 1:
+        best = max(rate for _, rate in squares)
+        sweep = tuple((side, rate / best * figures["matmul"]) for side, rate in squares)
     return dataclasses.replace(
-        efficiency, **figures, sources=sources, measured=tuple(n for n in FIELDS if n in figures)
+        efficiency, **figures, sources=sources, measured=tuple(n for n in FIELDS if n in figures), matmul_sweep=sweep
     )

@@ -25,8 +25,10 @@ from book_lib.efficiency import (
     B200,
     H200,
     HOPPER,
+    IRONWOOD,
     PEAK,
     TPU,
+    TPU_V5E,
     Calibration,
     Efficiency,
     calibrated,
@@ -281,7 +283,7 @@ class Chip:
 
 
 def _tpu(**kw: Any) -> Chip:
-    return Chip(family="tpu", efficiency=TPU, **kw)
+    return Chip(family="tpu", **{"efficiency": TPU, **kw})
 
 
 def _gpu(**kw: Any) -> Chip:
@@ -382,6 +384,7 @@ _ALL = (
         vpu_shape=(8, 128),
         clock_hz=1.5e9,  # Part 2, "What is a TPU?": the v5e runs at 1.5 GHz, about 5e13 FLOPs/s per MXU
         device_kinds=(r"tpu v5 ?lite", "tpu v5e"),
+        efficiency=TPU_V5E,
         source=f"{BOOK}; {INTERNALS}; https://cloud.google.com/tpu/docs/v5e",
     ),
     _tpu(
@@ -446,6 +449,7 @@ _ALL = (
         vpu_shape=(8, 128),
         devices_per_chip=2,
         device_kinds=(r"tpu ?7x", "tpu v7x?"),
+        efficiency=IRONWOOD,
         source="https://cloud.google.com/tpu/docs/tpu7x; https://blog.google/products/google-cloud/ironwood-tpu-age-of-inference/",
     ),
     _gpu(

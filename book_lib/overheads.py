@@ -33,6 +33,7 @@ __all__ = [
     "GPU_GEMM_TILE",
     "GPU_MMA_TILE",
     "wave_efficiency",
+    "shape_efficiency",
     "score_bytes_per_token",
     "kernels_per_layer",
     "StepTerm",
@@ -216,6 +217,25 @@ def wave_efficiency(cfg: TransformerConfig, chip: Chip, *, tensor: int, tokens: 
     return used / total
 
 
+def shape_efficiency(cfg: TransformerConfig, chip: Chip, *, tensor: int, tokens: float) -> float:
+    """The rate a step's weight matmuls reach at their own shapes, over the best shape's (ratio <= 1).
+
+    Each weight matrix [P, Q] as one chip holds it (`tensor` cuts the wide dim) meets M = `tokens` rows
+    in three GEMMs, the forward and the backward's two, all with the dims {M, P, Q}, so one factor
+    f = `efficiency.Efficiency.shape_factor`(M, P, Q) from the chip's measured sweep. Weighted by FLOPs,
+    the step's matmuls take sum(F / f) / sum(F) times as long: efficiency = sum(F) / sum(F / f).
+    1 where the chip has no published sweep (every GEMM at the best shape's rate).
+    Book: Part 1 (arithmetic intensity); Part 10 (block shapes).
+
+    Raises:
+        ValueError: tensor or tokens not positive.
+    """
+    t, m = checks.count("tensor", tensor), checks.positive("tokens", tokens)
+    shapes = _weight_matmuls(cfg, t)
+    flops = sum(p * q * n for p, q, n in shapes)
+    return flops / sum(p * q * n / chip.efficiency.shape_factor(m, p, q) for p, q, n in shapes)
+
+
 def score_bytes_per_token(cfg: TransformerConfig, *, tensor: int, seq_len: int, recomputed_passes: int = 0) -> float:
     """HBM bytes the attention scores of one token cost one chip per layer when they are materialized (bytes).
 
@@ -265,6 +285,9 @@ TERMS = (
      "max((1 - a) t_math / {matmul:.0%}, weight bytes (3 + r) M / achieved HBM rate) - (1 - a) t_math: "
      "a = attention's share of the FLOPs, M microbatches"),
     ("partial last waves of GEMM tiles", "matmuls / {waves:.0%} - matmuls: the SMs tiles keep busy (wave_efficiency)"),
+    ("matmuls at their own shapes' rate",
+     "matmuls / {shapes:.0%} - matmuls, after the waves: the chip's measured sweep at each GEMM's shape "
+     "(shape_efficiency)"),
     ("attention at flash-attention rates",
      "a t_math ((1 + r) / {forward:.0%} + 2 / {backward:.0%}) / (3 + r) - a t_math, at the bf16 peak"),
     ("attention scores through HBM",
@@ -291,8 +314,9 @@ TERMS = (
 
 def _compute_s(cfg: TransformerConfig, chip: Chip, layout: Layout, work: StepWork) -> dict[str, float]:
     """The step's compute at the chip's achieved rates (s): "matmuls" (weight matmuls, or their weight reads
-    if slower), "waves" (`wave_efficiency`), "attention" (flash-attention kernels at the bf16 peak's
-    achieved fraction) and "scores" (HBM traffic of materialized attention scores); see `expected_terms`."""
+    if slower), "waves" (`wave_efficiency`), "shapes" (`shape_efficiency`), "attention" (flash-attention
+    kernels at the bf16 peak's achieved fraction) and "scores" (HBM traffic of materialized attention
+    scores); see `expected_terms`."""
     eff, hbm, r, a = chip.efficiency, chip.hbm_bytes_per_s * chip.efficiency.hbm, work.remat, work.attention_share
     weight_bytes = cfg.param_count() / work.weight_copies * work.param_bytes * (3 + r) * work.microbatches
     attention_at_peak = a * work.t_math * work.attention_peak_ratio
@@ -303,6 +327,7 @@ def _compute_s(cfg: TransformerConfig, chip: Chip, layout: Layout, work: StepWor
     return {
         "matmuls": max((1 - a) * work.t_math / eff.matmul_for(work.matmul_dtype), weight_bytes / hbm),
         "waves": wave_efficiency(cfg, chip, tensor=layout.tensor, tokens=work.microbatch_tokens),
+        "shapes": shape_efficiency(cfg, chip, tensor=layout.tensor, tokens=work.microbatch_tokens),
         "attention": attention_at_peak * ((1 + r) / eff.attention_forward + 2 / eff.attention_backward) / (3 + r),
         "scores": scores_s,
     }
@@ -317,15 +342,16 @@ def expected_terms(
     to a run, in the order and with the formulas of `TERMS`: the rates are the chip's
     `efficiency.Efficiency` (achieved matmul, flash-attention, HBM and link rates, the fixed cost of a
     kernel, the slowdown of compute under overlapped collectives), the bytes and shapes this module
-    counts (`elementwise_bytes_per_token`, `score_bytes_per_token`, `wave_efficiency`, `tile_padding`,
-    `kernels_per_layer`), and the step's collectives at their links' achieved rate (`achieved`).
+    counts (`elementwise_bytes_per_token`, `score_bytes_per_token`, `wave_efficiency`, `shape_efficiency`,
+    `tile_padding`, `kernels_per_layer`), and the step's collectives at their links' achieved rate (`achieved`).
     Book: Part 5 ("What else is there?"); Part 1 (memory-bound elementwise work); Part 12 (GPUs).
     """
     eff, hbm, r = chip.efficiency, chip.hbm_bytes_per_s * chip.efficiency.hbm, work.remat
     comms = [achieved(c, chip) for c in comms]
     busiest_s = work.t_math * 3 / (3 + r)
     compute = _compute_s(cfg, chip, layout, work)
-    compute_s = compute["matmuls"] / compute["waves"] + compute["attention"] + compute["scores"]
+    shaped_s = compute["matmuls"] / compute["waves"] / compute["shapes"]
+    compute_s = shaped_s + compute["attention"] + compute["scores"]
     elementwise = elementwise_bytes_per_token(cfg, tensor=layout.tensor, activation_dtype=work.activation_dtype)
     elementwise_s = (3 + r) * elementwise * work.tokens * work.layers / hbm
     kernels_s = kernels_per_layer(cfg) * (3 + r) * work.layers * work.microbatches * eff.kernel_s
@@ -335,8 +361,7 @@ def expected_terms(
     blocking_s = sum(c.calls * c.bandwidth_s for c in blocking)
     latency_s = sum(c.calls * c.latency_s for c in blocking)
     edges_s = sum(c.expected_s / c.calls for c in comms if c.overlaps and c.op != "permute" and c.calls > 1)
-    sends = [c for c in comms if c.op == "permute"]
-    fill_s = sum((layout.pipeline - 1) * (c.bandwidth_s + c.latency_s) for c in sends)
+    fill_s = sum((layout.pipeline - 1) * (c.bandwidth_s + c.latency_s) for c in comms if c.op == "permute")
     excess_s = slowdown_s = 0.0
     for phase, share in (("forward", 1 / (3 + r)), ("backward", (2 + r) / (3 + r))):
         hidden = sum(c.expected_s for c in comms if c.overlaps and c.phase == phase)
@@ -350,6 +375,7 @@ def expected_terms(
         "recomputation": work.t_math - busiest_s,
         "matmuls at the achieved rate": matmul_s - (1 - a) * work.t_math,
         "partial last waves of GEMM tiles": matmul_s / waves - matmul_s,
+        "matmuls at their own shapes' rate": shaped_s - matmul_s / waves,
         "attention at flash-attention rates": attention_s - a * work.t_math,
         "attention scores through HBM": compute["scores"],
         "matmul tile padding": padding_s,
@@ -364,8 +390,8 @@ def expected_terms(
         "pipeline fill and drain sends": fill_s,
         "pipeline bubble": work.bubble * critical_s,
     }
-    rates = {"matmul": eff.matmul_for(work.matmul_dtype), "waves": waves, "forward": eff.attention_forward,
-             "backward": eff.attention_backward, "slowdown": eff.overlap_slowdown}  # fmt: skip
+    rates = {"matmul": eff.matmul_for(work.matmul_dtype), "waves": waves, "shapes": compute["shapes"], "slowdown":
+             eff.overlap_slowdown, "forward": eff.attention_forward, "backward": eff.attention_backward}  # fmt: skip
     return _named(seconds, rates)
 
 

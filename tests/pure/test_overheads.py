@@ -95,9 +95,34 @@ def test_collectives_run_at_the_rate_a_ring_reaches_on_the_links():
 def test_each_term_is_computed_under_the_name_it_is_printed_with():
     from book_lib.overheads import TERMS, _named
 
-    rates = {"matmul": 0.8, "waves": 1.0, "forward": 0.6, "backward": 0.5, "slowdown": 0.1}
+    rates = {"matmul": 0.8, "waves": 1.0, "shapes": 1.0, "forward": 0.6, "backward": 0.5, "slowdown": 0.1}
     seconds = {name: float(i) for i, (name, _) in enumerate(TERMS)}
     assert [t.seconds for t in _named(seconds, rates)] == list(seconds.values())
     for planted in ({**seconds, "a term TERMS lacks": 1.0}, {k: v for k, v in seconds.items() if k != "recomputation"}):
         with pytest.raises(RuntimeError, match="name different terms"):
             _named(planted, rates)
+
+
+def test_matmuls_at_their_shapes_cost_time_only_where_a_sweep_was_measured():
+    from book_lib import training
+    from book_lib.overheads import shape_efficiency
+    from book_lib.parallelism import Layout
+
+    get_chip = hardware.get_chip
+
+    cfg = get_model("llama-3-8b")
+    ironwood = get_chip("tpu-7x")
+    # tensor 16 cuts each [4096, 14336] matrix to [4096, 896]: 3 m n k / (m k + k n + m n) near 2 000
+    assert (
+        shape_efficiency(cfg, ironwood, tensor=16, tokens=8192)
+        < 0.5
+        < shape_efficiency(cfg, ironwood, tensor=1, tokens=8192)
+    )
+    assert shape_efficiency(cfg, get_chip("h100"), tensor=16, tokens=8192) == 1.0
+
+    def term(chip, layout):
+        step = training.step_time(cfg, chip, layout, batch_tokens=2**20, seq_len=8192)
+        return dict((t.name, t.seconds) for t in step.terms)["matmuls at their own shapes' rate"]
+
+    assert term(ironwood, Layout(fsdp=16, tensor=16)) > term(ironwood, Layout(fsdp=256)) > 0
+    assert term(get_chip("h100"), Layout(fsdp=32, tensor=8)) == 0
