@@ -144,7 +144,7 @@ grade: $(STAMP) sandbox
 	$(BIN)/python -m exercises.grade "$(DIR)" "$(ASSIGNMENT)" $(if $(SCHEDULER),--scheduler "$(SCHEDULER)",--jobs $(or $(JOBS),1))
 
 chapters: $(STAMP)
-	$(BIN)/python tools/notebooks.py execute
+	$(CPU_ONLY) $(BIN)/python tools/notebooks.py execute
 
 sync: $(STAMP)
 	$(BIN)/python tools/notebooks.py sync
