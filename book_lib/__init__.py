@@ -34,6 +34,7 @@ LAYERS: MappingProxyType[str, dict[str, str]] = MappingProxyType({
         "transformer": "a model's shapes and what they count (parameters, FLOPs, KV cache, memory)",
         "models": "published configs, released checkpoints and the book's problems",
         "inference": "prefill and decode times, the batch that fits, the slice to rent",
+        "serving": "a batch of requests' latency and throughput, and prefill servers per generate server",
         "parallelism": "a step's Layout of degrees and dtypes, and its placement on the hardware",
         "bounds": "the text's closed-form bounds of training parallelism, and pipeline schedules",
         "step_collectives": "the collectives of one training step (what moves, how often, how long)",

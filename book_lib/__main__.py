@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from book_lib import checks, inference, parallelism, planner, training
+from book_lib import checks, inference, parallelism, planner, serving, training
 from book_lib.efficiency import load_calibration
 from book_lib.hardware import get_chip, with_calibration
 from book_lib.models import from_hf_config, get_model, model_names
@@ -512,7 +512,7 @@ def _serve_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def _requests(args: argparse.Namespace, batch: int) -> dict[str, float]:
-    """Prefill, latency per request and requests/s at `batch` (`inference.request_mix`); {} without --prompt."""
+    """Prefill, latency per request and requests/s at `batch` (`serving.request_mix`); {} without --prompt."""
     if args.prompt is None and args.output is None:
         return {}
     if args.prompt is None or args.output is None:
@@ -524,7 +524,7 @@ def _requests(args: argparse.Namespace, batch: int) -> dict[str, float]:
             f"allowed: a --context of at least {args.prompt + args.output}"
         )
     dtypes = {"param_dtype": args.dtype, "kv_dtype": args.dtype}
-    mix = inference.request_mix(
+    mix = serving.request_mix(
         args.model, args.chip, args.chips, batch=batch, prompt_len=args.prompt, output_len=args.output, **dtypes
     )
     prefill = inference.prefill_step(

@@ -51,11 +51,7 @@ __all__ = [
     "max_batch",
     "min_chips",
     "latency_throughput",
-    "RequestMix",
-    "request_mix",
     "cost_per_million_tokens",
-    "speculative_tokens_per_step",
-    "prefill_servers_per_generate_server",
     "memory_bound_model_parallelism",
 ]
 
@@ -549,100 +545,3 @@ def memory_bound_model_parallelism(
     act_bytes = checks.dtype_bytes(activation_dtype, "activation_dtype")
     w_ici = max(topology.pod(hw).axis_bytes_per_s)
     return weight_bytes * d_ff * w_ici / (act_bytes * batch * hw.hbm_bytes_per_s)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RequestMix:
-    """Requests of `prompt_len` prompt tokens and `output_len` generated ones, `batch` decoded together.
-
-    latency_s = prefill_s + output_len * step.t_lower; requests_per_s = batch / (batch prefill_s +
-    output_len step.t_lower): the chips prefill each request of a batch, then decode them together.
-
-    Attributes:
-        batch, prompt_len, output_len: as asked (counts).
-        prefill_s: one prompt's prefill at the roofline (s).
-        step: a decode step at the mean context, prompt_len + output_len / 2 (exact for the sum of the
-            steps, whose cache reads grow linearly).
-    """
-
-    batch: int
-    prompt_len: int
-    output_len: int
-    prefill_s: float
-    step: DecodeStep
-
-    @property
-    def latency_s(self) -> float:
-        """From a request's prompt to its last token (s): prefill_s + output_len * step.t_lower."""
-        return self.prefill_s + self.output_len * self.step.t_lower
-
-    @property
-    def requests_per_s(self) -> float:
-        """Requests finished per second (1/s): batch / (batch prefill_s + output_len step.t_lower)."""
-        return self.batch / (self.batch * self.prefill_s + self.output_len * self.step.t_lower)
-
-
-def request_mix(
-    model: TransformerConfig | str,
-    chip: Chip | str,
-    n_chips: int,
-    *,
-    batch: int,
-    prompt_len: int,
-    output_len: int,
-    param_dtype: str = "bf16",
-    kv_dtype: str = "bf16",
-) -> RequestMix:
-    """Latency per request and throughput for a mix of prompts and outputs on `n_chips` (see `RequestMix`).
-
-    prefill_s = `prefill_time(prompt_len)` at the roofline; step = `decode_step_time` of `batch` at the
-    mean context prompt_len + output_len / 2. Book: Part 8, "What About Prefill?"; Part 7, equation (4).
-
-    Raises:
-        ValueError: as `decode_step_time` and `prefill_time`, or a length that is not a count.
-    """
-    cfg, hw = get_model(model), get_chip(chip)
-    prompt, output = checks.count("prompt_len", prompt_len), checks.count("output_len", output_len)
-    step = decode_step_time(
-        cfg, hw, n_chips, batch=batch, context_len=prompt + output // 2, param_dtype=param_dtype, kv_dtype=kv_dtype
-    )
-    prefill = prefill_time(cfg, hw, n_chips, prompt_len=prompt)
-    return RequestMix(batch=step.batch, prompt_len=prompt, output_len=output, prefill_s=prefill, step=step)
-
-
-def prefill_servers_per_generate_server(
-    *, prefill_s: float, decode_step_s: float, decode_batch: int, decode_len: int
-) -> float:
-    """Prefill servers needed per generate server so that neither idles (disaggregated serving).
-
-    A prefill server finishes one prompt every prefill_s; a generate server retires
-    B / (decode_step_s G) sequences per second. Balance: P / prefill_s = G_servers B / (decode_step_s G),
-    so P / G_servers = prefill_s B / (decode_step_s G), G the median decode length.
-    Book: Part 8, "What About Prefill?" (the prefill:generate ratio question).
-
-    Args:
-        prefill_s: one prompt's prefill time on one prefill server (s).
-        decode_step_s: one decode step of the generate server (s).
-        decode_batch: B, sequences a generate server decodes together (count).
-        decode_len: G, tokens generated per sequence (count).
-    """
-    checks.positive("prefill_s", prefill_s)
-    checks.positive("decode_step_s", decode_step_s)
-    checks.count("decode_batch", decode_batch)
-    checks.count("decode_len", decode_len)
-    return prefill_s * decode_batch / (decode_step_s * decode_len)
-
-
-def speculative_tokens_per_step(*, acceptance_rate: float, draft_len: int) -> float:
-    """Expected tokens a target-model step yields when it checks `draft_len` drafted tokens.
-
-    Each drafted token is accepted with probability a, independently, until the first rejection;
-    the target model always adds one token of its own (the correction, or one past the draft):
-    E = (1 - a^(k+1)) / (1 - a), and k + 1 when a = 1.
-    Book: Part 7, "Speculative Sampling"; Leviathan et al. (2023), equation (1).
-    """
-    a = checks.non_negative("acceptance_rate", acceptance_rate)
-    if a > 1:
-        raise ValueError(f"acceptance_rate={acceptance_rate!r}: not a probability; allowed: 0 <= a <= 1")
-    k = checks.count("draft_len", draft_len, minimum=0)
-    return float(k + 1) if a == 1 else (1 - a ** (k + 1)) / (1 - a)

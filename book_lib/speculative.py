@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["accept_greedy", "accept_sampled", "acceptance_rate"]
+from book_lib import checks
+
+__all__ = ["accept_greedy", "accept_sampled", "acceptance_rate", "speculative_tokens_per_step"]
 
 
 def _check(p: np.ndarray, drafted: np.ndarray, q: np.ndarray | None = None) -> None:
@@ -71,10 +73,25 @@ def accept_sampled(p: np.ndarray, q: np.ndarray, drafted: np.ndarray, rng: np.ra
 def acceptance_rate(p: np.ndarray, q: np.ndarray) -> float:
     """Probability a drafted token is kept: sum over x of min(p(x), q(x)), for one position's p and q [V].
 
-    It is 1 - (total variation distance between p and q); with it, `inference.speculative_tokens_per_step`
+    It is 1 - (total variation distance between p and q); with it, `speculative_tokens_per_step`
     gives the expected tokens per step.
     """
     p, q = np.asarray(p, float), np.asarray(q, float)
     if p.shape != q.shape or p.ndim != 1:
         raise ValueError(f"q.shape={q.shape!r}: must equal p.shape={p.shape!r}, both [V]; allowed: equal 1-D shapes")
     return float(np.minimum(p, q).sum())
+
+
+def speculative_tokens_per_step(*, acceptance_rate: float, draft_len: int) -> float:
+    """Expected tokens a target-model step yields when it checks `draft_len` drafted tokens.
+
+    Each drafted token is accepted with probability a, independently, until the first rejection;
+    the target model always adds one token of its own (the correction, or one past the draft):
+    E = (1 - a^(k+1)) / (1 - a), and k + 1 when a = 1.
+    Book: Part 7, "Speculative Sampling"; Leviathan et al. (2023), equation (1).
+    """
+    a = checks.non_negative("acceptance_rate", acceptance_rate)
+    if a > 1:
+        raise ValueError(f"acceptance_rate={acceptance_rate!r}: not a probability; allowed: 0 <= a <= 1")
+    k = checks.count("draft_len", draft_len, minimum=0)
+    return float(k + 1) if a == 1 else (1 - a ** (k + 1)) / (1 - a)

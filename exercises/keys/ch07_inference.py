@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from book_lib import hardware, inference, models, roofline, topology, transformer
+from book_lib import hardware, inference, models, roofline, speculative, topology, transformer
 from exercises.keys import function, manual, pick, preset_sizes, program, sized_model, value
 from exercises.keys.chips import TPUS, text_chip
 
@@ -254,7 +254,7 @@ KEYS = {
     ),
     "ch07_q8_speculative": function(
         "tokens_per_target_step",
-        lambda rate, k: inference.speculative_tokens_per_step(acceptance_rate=rate, draft_len=k),
+        lambda rate, k: speculative.speculative_tokens_per_step(acceptance_rate=rate, draft_len=k),
         ((0.8, 4), (0.5, 1), (0.9, 8), (0.0, 3), (1.0, 5)),
     ),
     "ch07_q9_cached_attention": program(

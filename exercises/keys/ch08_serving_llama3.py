@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import random
 
-from book_lib import bounds, hardware, inference, models, roofline, topology, transformer
+from book_lib import bounds, hardware, inference, models, roofline, serving, topology, transformer
 from exercises.keys import pick, preset_sizes, program, value
 from exercises.keys.arrays import normal
 from exercises.keys.ch07_inference import critical_batches
@@ -353,7 +353,7 @@ KEYS = {
     ),
     "ch08_q0l_disaggregation": value(
         "prefill_per_generate",
-        lambda prefill_s, step_ms, batch, generated: inference.prefill_servers_per_generate_server(
+        lambda prefill_s, step_ms, batch, generated: serving.prefill_servers_per_generate_server(
             prefill_s=prefill_s, decode_step_s=step_ms / 1e3, decode_batch=batch, decode_len=generated
         ),
         params={"prefill_s": 0.91, "step_ms": 19.0, "batch": 32, "generated": MEDIAN_DECODE},

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from book_lib import inference, topology
+from book_lib import inference, serving, speculative, topology
 from book_lib.hardware import get_chip
 from book_lib.models import get_model
 
@@ -105,7 +105,7 @@ def test_cost_per_million_tokens_uses_the_texts_prices():
 
 @pytest.mark.parametrize(("a", "k", "expected"), [(0.0, 4, 1.0), (1.0, 4, 5.0), (0.5, 1, 1.5), (0.8, 3, 2.952)])
 def test_speculative_tokens_per_step(a, k, expected):
-    assert inference.speculative_tokens_per_step(acceptance_rate=a, draft_len=k) == pytest.approx(expected)
+    assert speculative.speculative_tokens_per_step(acceptance_rate=a, draft_len=k) == pytest.approx(expected)
 
 
 def test_speculative_formula_matches_a_simulation():
@@ -120,7 +120,7 @@ def test_speculative_formula_matches_a_simulation():
             accepted += 1
         total += accepted + 1
     assert total / trials == pytest.approx(
-        inference.speculative_tokens_per_step(acceptance_rate=a, draft_len=k), rel=0.01
+        speculative.speculative_tokens_per_step(acceptance_rate=a, draft_len=k), rel=0.01
     )
 
 
@@ -173,8 +173,8 @@ def test_one_chip_of_any_generation_is_predicted_without_collectives():
         (lambda: inference.prefill_time("llama-3-70b", V5E, 8, prompt_len=1024, mfu=1.5), "mfu=1.5"),
         (lambda: inference.min_chips("llama-3.1-405b", V5E, batch=4096, context_len=131072), "batch=4096"),
         (lambda: inference.latency_throughput("llama-3-70b", V5E, 8, context_len=1024, batches=[]), r"batches=\[\]"),
-        (lambda: inference.speculative_tokens_per_step(acceptance_rate=1.2, draft_len=3), "acceptance_rate=1.2"),
-        (lambda: inference.speculative_tokens_per_step(acceptance_rate=0.5, draft_len=-1), "draft_len=-1"),
+        (lambda: speculative.speculative_tokens_per_step(acceptance_rate=1.2, draft_len=3), "acceptance_rate=1.2"),
+        (lambda: speculative.speculative_tokens_per_step(acceptance_rate=0.5, draft_len=-1), "draft_len=-1"),
         (lambda: topology.smallest_slice("v5e", 257), "n_chips=257.*at most 256"),
     ],
 )
@@ -281,19 +281,17 @@ def test_step_time_from_sizes_gives_the_pop_quiz_and_matches_the_model_form():
 
 def test_prefill_servers_balance_the_two_rates():
     # the text's case: 0.91 s prefill, 19 ms steps, B = 32, 512 tokens -> about 3 prefill servers each
-    ratio = inference.prefill_servers_per_generate_server(
+    ratio = serving.prefill_servers_per_generate_server(
         prefill_s=0.91, decode_step_s=0.019, decode_batch=32, decode_len=512
     )
     assert ratio == pytest.approx(2.99, abs=0.01)
     # the rates balance: prompts in per second equals sequences out per second
     assert ratio / 0.91 == pytest.approx(32 / (0.019 * 512))
-    assert inference.prefill_servers_per_generate_server(
+    assert serving.prefill_servers_per_generate_server(
         prefill_s=1.0, decode_step_s=0.01, decode_batch=64, decode_len=100
     ) == pytest.approx(64.0)
     with pytest.raises(ValueError, match="decode_len"):
-        inference.prefill_servers_per_generate_server(
-            prefill_s=0.91, decode_step_s=0.019, decode_batch=32, decode_len=0
-        )
+        serving.prefill_servers_per_generate_server(prefill_s=0.91, decode_step_s=0.019, decode_batch=32, decode_len=0)
 
 
 def test_memory_bound_model_parallelism_balances_ici_against_weight_loads():
@@ -328,7 +326,7 @@ def test_mixtral_decode_bound_is_never_slower_than_gpt_fast_measured(dtype, gpus
 
 def test_a_request_mix_adds_prefill_to_the_decode_steps():
     kw = {"batch": 16, "prompt_len": 2048, "output_len": 512, "param_dtype": "int8", "kv_dtype": "int8"}
-    mix = inference.request_mix("llama-3-70b", V5E, 16, **kw)
+    mix = serving.request_mix("llama-3-70b", V5E, 16, **kw)
     # The steps' cache reads grow linearly, so the mean context gives their sum exactly.
     at = {c: inference.decode_step_time("llama-3-70b", V5E, 16, batch=16, context_len=c, param_dtype="int8",
                                         kv_dtype="int8").t_lower for c in (2048, 2048 + 256, 2048 + 512)}  # fmt: skip
@@ -344,7 +342,7 @@ def test_serve_answers_for_a_request_mix_and_refuses_half_of_one(capsys):
     argv = ["serve", "--model", "llama3-70b", "--chip", "tpu-v5e", "--chips", "16", "--context", "4096"]
     assert main([*argv, "--dtype", "int8", "--prompt", "2K", "--output", "512", "--batches", "16", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
-    mix = inference.request_mix(
+    mix = serving.request_mix(
         "llama-3-70b", V5E, 16, batch=16, prompt_len=2048, output_len=512, param_dtype="int8", kv_dtype="int8"
     )
     assert row["request_latency_s"] == pytest.approx(mix.latency_s) and row["requests_per_s"] == pytest.approx(

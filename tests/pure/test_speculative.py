@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from book_lib import inference, speculative
+from book_lib import speculative
 
 
 def _probs(rng, k, v):
@@ -40,7 +40,7 @@ def test_tokens_per_step_match_the_formula():
     rate = speculative.acceptance_rate(one_p, one_q)
     assert 0.2 < rate < 0.95
     assert total / trials == pytest.approx(
-        inference.speculative_tokens_per_step(acceptance_rate=rate, draft_len=k), rel=0.02
+        speculative.speculative_tokens_per_step(acceptance_rate=rate, draft_len=k), rel=0.02
     )
 
 
