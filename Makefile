@@ -129,7 +129,7 @@ check-site: book browser
 	$(BIN)/python tools/check_site.py _build/html --screenshots _build/site-check
 
 exercises: $(STAMP)
-	$(BIN)/python exercises/build.py
+	$(CPU_ONLY) $(BIN)/python exercises/build.py
 
 course: $(STAMP)
 	@test -n "$(DIR)" || { echo "usage: make course DIR=path/to/class [SEED=number] [ROSTER=students.csv] [ASSIGNMENTS=\"a b\"] [RESEED=1] [DB=postgresql://USER@HOST/NAME]"; exit 2; }
@@ -151,7 +151,7 @@ sync: $(STAMP)
 	$(BIN)/python tools/module_map.py
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/run.py
+	$(CPU_ONLY) $(BIN)/python benchmarks/run.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check book_lib tests exercises benchmarks tools

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from book_lib import checks, inference, parallelism, planner, serving, training
+from book_lib import checks, inference, parallelism, planner, runs, serving, training
 from book_lib.efficiency import load_calibration
 from book_lib.hardware import get_chip, with_calibration
 from book_lib.models import from_hf_config, get_model, model_names
@@ -293,12 +293,12 @@ def _entry_json(entry: planner.PlanEntry) -> dict[str, Any]:
     }
 
 
-def _run_json(run: training.TrainingRun) -> dict[str, Any]:
+def _run_json(run: runs.TrainingRun) -> dict[str, Any]:
     return {"tokens": run.tokens, "seconds": run.seconds, "days": run.days, "chip_hours": run.chip_hours,
             "price_usd_per_chip_hour": run.price_usd_per_chip_hour, "cost_usd": run.cost_usd}  # fmt: skip
 
 
-def _plan_json(plan: planner.TrainingPlan, yours: planner.PlanEntry | None, runs: dict[str, Any]) -> str:
+def _plan_json(plan: planner.TrainingPlan, yours: planner.PlanEntry | None, whole_runs: dict[str, Any]) -> str:
     head = {
         "model": plan.model,
         "chip": plan.chip,
@@ -310,7 +310,7 @@ def _plan_json(plan: planner.TrainingPlan, yours: planner.PlanEntry | None, runs
         "text_fsdp_degree": plan.text_fsdp_degree,
     }
     extra = {"yours": _entry_json(yours)} if yours is not None else {}
-    extra |= {"runs": {who: _run_json(run) for who, run in runs.items()}} if runs else {}
+    extra |= {"runs": {who: _run_json(run) for who, run in whole_runs.items()}} if whole_runs else {}
     return json.dumps({**head, **extra, "entries": [_entry_json(e) for e in plan.entries]}, indent=2)
 
 
@@ -356,10 +356,10 @@ def _row(e: planner.PlanEntry, rank: str) -> str:
     )
 
 
-def _runs_lines(runs: dict[str, training.TrainingRun]) -> list[str]:
+def _runs_lines(whole_runs: dict[str, runs.TrainingRun]) -> list[str]:
     """Days, chip-hours and cost of training on --tokens at each layout's expected step time."""
     lines = []
-    for who, run in runs.items():
+    for who, run in whole_runs.items():
         cost = (
             f"${fmt(run.cost_usd)} at ${fmt(run.price_usd_per_chip_hour or 0)} per chip-hour"
             if run.cost_usd is not None
@@ -377,7 +377,7 @@ def _plan_table(
     top: int,
     calibration: str | None = None,
     yours: planner.PlanEntry | None = None,
-    runs: dict[str, training.TrainingRun] | None = None,
+    whole_runs: dict[str, runs.TrainingRun] | None = None,
 ) -> str:
     unit = "nodes" if get_chip(plan.chip).family == "gpu" else "pods"
     pods = f"{fmt(plan.pods)} {unit} of " if plan.pods > 1 else "one slice "
@@ -395,7 +395,7 @@ def _plan_table(
         "activations, total",
         *_rates_line(plan.chip, calibration),
         "",
-        *_runs_lines(runs or {}),
+        *_runs_lines(whole_runs or {}),
         f"{'#':>3}  {'scheme':<20} {'mesh':<40} {'step s':>8} {'MFU':>5} {'bound s':>8} {'math s':>8} "
         f"{'comms s':>8} {'bound by':<13} {'params':>6} {'grads':>6} {'optim':>6} {'acts':>6} {'total':>6}  why",
     ]
@@ -441,14 +441,17 @@ def _plan(args: argparse.Namespace) -> str:
         whole_sequences=not args.partial_sequences,
     )
     yours = _yours(args, model, chip, plan.best)
-    runs = {}
+    whole_runs = {}
     if args.tokens is not None:
         for who, entry in (("your layout", yours), ("the best layout", plan.best)):
             if entry is not None:
-                runs[who] = training.run_of_step(
+                whole_runs[who] = runs.run_of_step(
                     model, step=entry.step, tokens=args.tokens, price_usd_per_chip_hour=args.price
                 )
-    text = _plan_json(plan, yours, runs) if args.json else _plan_table(plan, args.top, args.calibration, yours, runs)
+    if args.json:
+        text = _plan_json(plan, yours, whole_runs)
+    else:
+        text = _plan_table(plan, args.top, args.calibration, yours, whole_runs)
     if plan.best.memory.fits is False or (yours is not None and not yours.fits):
         raise NothingFits(text)
     return text

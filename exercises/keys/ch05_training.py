@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from book_lib import bounds, hardware, models, training, transformer
+from book_lib import bounds, hardware, models, runs, training, transformer
 from book_lib.hardware import get_chip
 from book_lib.parallelism import Layout
 from exercises.keys import choice, function, pick, program, value
@@ -48,7 +48,7 @@ def _mixed_floor(tpu: str, f: int) -> float:
 def _fsdp_days(model: str, p: int, tpu: str, batch_m: int, tokens_t: int, mfu: float) -> float:
     # p (the preset's parameter count) is printed in the statement; training_run counts it from the model
     chips = int(batch_m * 1e6 // _fsdp_floor(tpu))
-    return training.training_run(model, tpu, chips, tokens=tokens_t * 1e12, mfu=mfu).days
+    return runs.training_run(model, tpu, chips, tokens=tokens_t * 1e12, mfu=mfu).days
 
 
 def _draw_fsdp_days(r: random.Random) -> dict:
@@ -91,7 +91,7 @@ def _fsdp_5_3(model: str, batch_m: int, side: int) -> tuple[float, float]:
 def _mixed_5_3(model: str, batch_m: int, side: int) -> tuple[float, float, float]:
     n, cfg = side**3, models.get_model(model)
     # the text's 6 P B FLOPs of one step of B tokens: a run of B tokens
-    step_flops = training.training_run(cfg, "tpu-v5p", 1, tokens=batch_m * 1e6, mfu=1.0).flops
+    step_flops = runs.training_run(cfg, "tpu-v5p", 1, tokens=batch_m * 1e6, mfu=1.0).flops
     return (
         _mixed_floor("tpu-v5p", cfg.d_ff),
         bounds.optimal_fsdp_degree(n, batch_tokens=batch_m * 1e6, d_ff=cfg.d_ff),

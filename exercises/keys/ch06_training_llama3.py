@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import random
 
-from book_lib import bounds, hardware, models, training, transformer
+from book_lib import bounds, hardware, models, runs, training, transformer
 from book_lib.hardware import get_chip
 from book_lib.parallelism import Layout
 from exercises.keys import choice, pick, preset_sizes, program, sized_model, value
@@ -38,8 +38,8 @@ def _alpha(tpu: str) -> float:
     return bounds.compute_bound_batch_per_chip(tpu, strategy="dp")
 
 
-def _run(model: str, chip: str | hardware.Chip, n_chips: int, tokens_t: float, mfu: float) -> training.TrainingRun:
-    return training.training_run(_named(model), chip, n_chips, tokens=tokens_t * 1e12, mfu=mfu)
+def _run(model: str, chip: str | hardware.Chip, n_chips: int, tokens_t: float, mfu: float) -> runs.TrainingRun:
+    return runs.training_run(_named(model), chip, n_chips, tokens=tokens_t * 1e12, mfu=mfu)
 
 
 # ---- Q1, Q9: parameters and FLOPs from a configuration -------------------------------------------
@@ -47,7 +47,7 @@ def _run(model: str, chip: str | hardware.Chip, n_chips: int, tokens_t: float, m
 
 def _count(tokens_t: float, **sizes) -> tuple[float, float, float]:
     model = sized_model(**sizes)
-    run = training.training_run(model, "tpu-v5p", 1, tokens=tokens_t * 1e12, mfu=1.0)  # FLOPs do not depend on it
+    run = runs.training_run(model, "tpu-v5p", 1, tokens=tokens_t * 1e12, mfu=1.0)  # FLOPs do not depend on it
     return (model.param_count(), run.flops_per_token, run.flops)
 
 

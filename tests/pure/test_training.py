@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from book_lib import collectives, hardware, training
+from book_lib import collectives, hardware, runs, training
 from book_lib.models import get_model
 from book_lib.parallelism import Layout
 
@@ -26,7 +26,7 @@ BATCH_4M = 4 * 2**20  # the text's "4 * 1024 * 1024": 1024 sequences of 4096
 
 
 def test_llama3_70b_flops_and_days():
-    run = training.training_run("llama3-70b", "tpu-v5p", 8960, tokens=15e12, mfu=0.4)
+    run = runs.training_run("llama3-70b", "tpu-v5p", 8960, tokens=15e12, mfu=0.4)
     # Part 6: "6 * 70e9 = 4.2e11 FLOPs / token" and "4.2e11 * 15e12 = 6.3e24 FLOPs"; the preset has 70.55e9.
     assert run.flops_per_token == pytest.approx(4.2e11, rel=0.01)
     assert run.flops == pytest.approx(6.3e24, rel=0.01)
@@ -34,25 +34,25 @@ def test_llama3_70b_flops_and_days():
     assert run.seconds == pytest.approx(3.8e6, rel=0.02)
     assert run.days == pytest.approx(44, rel=0.02)
     # Part 6: one chip at full peak: "435 years".
-    one = training.training_run("llama3-70b", "tpu-v5p", 1, tokens=15e12, mfu=1.0)
+    one = runs.training_run("llama3-70b", "tpu-v5p", 1, tokens=15e12, mfu=1.0)
     assert one.days / 365 == pytest.approx(435, rel=0.01)
     # Part 5: 16M batch on 18,823 chips at 50 % MFU: "approximately 17 days".
-    assert training.training_run("llama3-70b", "v5p", 18_823, tokens=15e12, mfu=0.5).days == pytest.approx(17, rel=0.01)
+    assert runs.training_run("llama3-70b", "v5p", 18_823, tokens=15e12, mfu=0.5).days == pytest.approx(17, rel=0.01)
 
 
 def test_ten_pods_is_a_tenth_of_one_pod():
     # Part 5's takeaway says 10 pods train LLaMA-3 70B "in about 2 days". Its own Part 6 figure, 44 days
     # on one pod at 40 % MFU, gives 4.4 days on ten (2 days would need about 90 % MFU): we keep the model.
-    one = training.training_run("llama3-70b", "v5p", 8960, tokens=15e12, mfu=0.4)
-    ten = training.training_run("llama3-70b", "v5p", 89_600, tokens=15e12, mfu=0.4)
+    one = runs.training_run("llama3-70b", "v5p", 8960, tokens=15e12, mfu=0.4)
+    ten = runs.training_run("llama3-70b", "v5p", 89_600, tokens=15e12, mfu=0.4)
     assert ten.days == pytest.approx(one.days / 10)
     assert ten.days == pytest.approx(4.4, rel=0.02)
 
 
 def test_attention_term_and_cost():
     cfg = get_model("llama-3-70b")
-    plain = training.training_run(cfg, "v5p", 64, tokens=1e12, mfu=0.5)
-    long = training.training_run(cfg, "v5p", 64, tokens=1e12, mfu=0.5, seq_len=32_768)
+    plain = runs.training_run(cfg, "v5p", 64, tokens=1e12, mfu=0.5)
+    long = runs.training_run(cfg, "v5p", 64, tokens=1e12, mfu=0.5, seq_len=32_768)
     # With seq_len the count is the Part 4 rule: weights plus 12 L T N H per token.
     assert long.flops_per_token == pytest.approx(cfg.flops_per_token(32_768, training=True))
     assert long.seconds > plain.seconds
@@ -60,15 +60,13 @@ def test_attention_term_and_cost():
     assert hardware.price_usd_per_chip_hour("v5p") == 4.20
     assert plain.cost_usd == pytest.approx(plain.chip_hours * 4.20)
     assert plain.chip_hours == pytest.approx(64 * plain.seconds / 3600)
-    assert training.training_run(cfg, "v4", 64, tokens=1e12, mfu=0.5).cost_usd is None
+    assert runs.training_run(cfg, "v4", 64, tokens=1e12, mfu=0.5).cost_usd is None
 
 
 def test_mfu_inverts_training_run():
-    run = training.training_run("llama3-70b", "v5p", 8960, tokens=15e12, mfu=0.4)
+    run = runs.training_run("llama3-70b", "v5p", 8960, tokens=15e12, mfu=0.4)
     tokens_per_s = run.tokens / run.seconds
-    assert training.mfu("v5p", 8960, tokens_per_s=tokens_per_s, flops_per_token=run.flops_per_token) == pytest.approx(
-        0.4
-    )
+    assert runs.mfu("v5p", 8960, tokens_per_s=tokens_per_s, flops_per_token=run.flops_per_token) == pytest.approx(0.4)
 
 
 # ----- memory (Parts 5 and 6) ------------------------------------------------------------------------
@@ -193,7 +191,7 @@ def test_results_are_frozen_keyword_only_dataclasses():
     step = training.step_time("llama-3-8b", "v5e", Layout(fsdp=16), batch_tokens=2**20, seq_len=4096)
     with pytest.raises(dataclasses.FrozenInstanceError):
         step.t_math = 0.0  # type: ignore[misc]
-    for cls in (training.StepTime, training.MemoryPerChip, training.TrainingRun, Layout):
+    for cls in (training.StepTime, training.MemoryPerChip, runs.TrainingRun, Layout):
         assert cls.__dataclass_params__.frozen
     with pytest.raises(TypeError):
         training.MemoryPerChip(1.0, 1.0, 1.0, 1.0, None)  # keyword-only
@@ -237,9 +235,9 @@ BAD = [
     (lambda: _step({"data": 8}), r"^layout=\{'data': 8\}: not a Layout"),
     (lambda: _memory(optimizer="adamw"), r"^optimizer='adamw': unknown; closest: adam"),
     (lambda: _memory(param_dtype="fp7"), r"^param_dtype='fp7': unknown dtype"),
-    (lambda: training.training_run("llama3-70b", "v5p", 8960, tokens=15e12, mfu=40), r"^mfu=40: more than 1"),
-    (lambda: training.training_run("llama3-70b", "v5p", 8960, tokens=0, mfu=0.4), r"^tokens=0: not a positive"),
-    (lambda: training.mfu("v5p", 0, tokens_per_s=1e6, flops_per_token=4e11), r"^n_chips=0: not a count"),
+    (lambda: runs.training_run("llama3-70b", "v5p", 8960, tokens=15e12, mfu=40), r"^mfu=40: more than 1"),
+    (lambda: runs.training_run("llama3-70b", "v5p", 8960, tokens=0, mfu=0.4), r"^tokens=0: not a positive"),
+    (lambda: runs.mfu("v5p", 0, tokens_per_s=1e6, flops_per_token=4e11), r"^n_chips=0: not a count"),
 ]
 
 
@@ -287,7 +285,7 @@ def test_degrees_across_gpu_nodes_pay_the_scale_out_network():
 
 def test_an_moe_trains_on_the_flops_of_its_active_weights():
     mixtral = get_model("mixtral-8x7b")
-    run = training.training_run(mixtral, "h100", 1024, tokens=1e12, mfu=0.4)
+    run = runs.training_run(mixtral, "h100", 1024, tokens=1e12, mfu=0.4)
     assert run.flops_per_token == 6 * mixtral.active_param_count() < 6 * mixtral.param_count() / 3
 
 
