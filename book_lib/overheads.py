@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from book_lib import checks
@@ -28,6 +28,7 @@ from book_lib.transformer import TransformerConfig
 
 __all__ = [
     "ATTENTION_KERNELS",
+    "REMAT_FORWARD_PASSES",
     "TERMS",
     "achieved",
     "GPU_GEMM_TILE",
@@ -56,6 +57,11 @@ GPU_GEMM_TILE = (256, 128)
 # writes them to HBM (the softmax, its dropout and their backward passes read and write them), as
 # Megatron-LM and its forks did before FlashAttention (2022).
 ATTENTION_KERNELS = ("flash", "materialized")
+# The recomputation policies a training step takes (`transformer.REMAT_POLICIES`, which say what a layer
+# keeps) and the forward passes each runs again (the training FLOPs grow by that many thirds).
+# "checkpoints": c D-wide arrays per layer, the text's outputs of the big matmuls, nothing recomputed that
+# costs matmul FLOPs; "full": only each block's input, the whole forward run again; "none": everything.
+REMAT_FORWARD_PASSES = {"checkpoints": 0, "full": 1, "none": 0}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,7 +87,7 @@ class StepWork:
         model_s: the model FLOPs per chip at peak (s).
         t_math: every FLOP of the busiest chip at peak, recomputation included (s).
         bubble: the pipeline bubble fraction (S - 1) / (v M) (ratio).
-        remat: forward passes run again (count).
+        remat: the recomputation policy, a key of `REMAT_FORWARD_PASSES`.
         tokens: the tokens of one batch shard (count).
         layers: the layers of the busiest stage (count).
         update_bytes: HBM bytes of one parameter's optimizer update (bytes).
@@ -103,7 +109,7 @@ class StepWork:
     model_s: float
     t_math: float
     bubble: float
-    remat: int
+    remat: str
     tokens: float
     layers: int
     update_bytes: float
@@ -236,17 +242,18 @@ def shape_efficiency(cfg: TransformerConfig, chip: Chip, *, tensor: int, tokens:
     return flops / sum(p * q * n / chip.efficiency.shape_factor(m, p, q) for p, q, n in shapes)
 
 
-def score_bytes_per_token(cfg: TransformerConfig, *, tensor: int, seq_len: int, recomputed_passes: int = 0) -> float:
+def score_bytes_per_token(cfg: TransformerConfig, *, tensor: int, seq_len: int, remat: str = "checkpoints") -> float:
     """HBM bytes the attention scores of one token cost one chip per layer when they are materialized (bytes).
 
     Each of the token's N / t heads (t = `tensor`) holds S scores: the forward pass writes QK^T, the
     softmax reads it and writes P, the value product reads P (5 bf16 accesses), once more per
-    recomputed pass (r = `recomputed_passes`), and the backward pass reads P and writes and reads its gradients (10):
+    recomputed pass (r = `REMAT_FORWARD_PASSES[remat]`), and the backward pass reads P and writes and
+    reads its gradients (10):
     (N / t) S 2 (5 (1 + r) + 10). Zero in a flash-attention kernel, which keeps them on chip.
     Book: Part 4 ("attention"); Part 1 (memory-bound elementwise work).
     """
     heads = cfg.n_heads / checks.count("tensor", tensor)
-    passes = checks.count("recomputed_passes", recomputed_passes, minimum=0)
+    passes = REMAT_FORWARD_PASSES[checks.one_of("remat", remat, REMAT_FORWARD_PASSES)]
     return heads * checks.count("seq_len", seq_len) * 2 * (5 * (1 + passes) + 10)
 
 
@@ -275,41 +282,199 @@ def kernels_per_layer(cfg: TransformerConfig) -> int:
     return cfg.norms_per_layer + 2 + 1 + projections + 1 + 3 + (3 if cfg.is_moe else 0)
 
 
-# The terms of `expected_terms`, in order: (name, how it is computed; {rates} filled in per step);
-# `expected_terms` computes each one's seconds under the same name.
-TERMS = (
-    ("matmul FLOPs at peak", "model FLOPs per chip / C (the roofline's math)"),
-    ("uneven pipeline stages", "the busiest stage's ceil(L / S) layers over L / S"),
-    ("recomputation", "forward passes run again: r / 3 of the step's FLOPs (remat)"),
-    ("matmuls at the achieved rate",
-     "max((1 - a) t_math / {matmul:.0%}, weight bytes (3 + r) M / achieved HBM rate) - (1 - a) t_math: "
-     "a = attention's share of the FLOPs, M microbatches"),
-    ("partial last waves of GEMM tiles", "matmuls / {waves:.0%} - matmuls: the SMs tiles keep busy (wave_efficiency)"),
-    ("matmuls at their own shapes' rate",
-     "matmuls / {shapes:.0%} - matmuls, after the waves: the chip's measured sweep at each GEMM's shape "
-     "(shape_efficiency)"),
-    ("attention at flash-attention rates",
-     "a t_math ((1 + r) / {forward:.0%} + 2 / {backward:.0%}) / (3 + r) - a t_math, at the bf16 peak"),
-    ("attention scores through HBM",
-     "materialized attention only: score_bytes_per_token x tokens x layers / achieved HBM rate"),
-    ("matmul tile padding", "weight dims padded to the MXU or tensor-core tile (tile_padding)"),
-    ("elementwise ops, norms, RoPE (HBM)",
-     "(3 + r) x elementwise_bytes_per_token x tokens x layers / achieved HBM rate"),
-    ("kernel fixed cost", "kernels_per_layer x (3 + r) x layers x microbatches x efficiency.kernel_s"),
-    ("optimizer update (HBM)",
-     "each chip's parameters / ZeRO shards x training.optimizer_update_bytes_per_param / achieved HBM rate"),
-    ("tensor/expert-parallel collectives",
-     "bandwidth time of the collectives the next matmul waits on, at the links' achieved rate"),
-    ("collective latency",
-     "per call of those, collectives.call_latency_s (NCCL's ring model on GPUs, hops x 1 us on ICI)"),
-    ("compute slowed by overlapped collectives",
-     "{slowdown:.1%} of the overlapped collectives' time, at most the compute they overlap"),
-    ("communication beyond the compute it overlaps",
-     "per pass, overlappable collectives minus that pass's compute, when more"),
-    ("first gather and last reduction", "one call of each per-layer overlappable collective: nothing to hide it under"),
-    ("pipeline fill and drain sends", "(S - 1) sends each way before the first and after the last microbatch"),
-    ("pipeline bubble", "(S - 1) / (v M) x the stage's compute, elementwise, kernels, padding, blocking collectives"),
-)  # fmt: skip
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """What every term of a step reads: the model, chip, layout, `StepWork`, the collectives at their links'
+    achieved rate, and the compute at the chip's achieved rates (`_compute_s`), built once per step."""
+
+    cfg: TransformerConfig
+    chip: Chip
+    layout: Layout
+    work: StepWork
+    comms: tuple[CollectiveCost, ...]
+    compute: dict[str, float]
+
+    @property
+    def r(self) -> int:
+        """Forward passes run again (`REMAT_FORWARD_PASSES` of the step's policy)."""
+        return REMAT_FORWARD_PASSES[self.work.remat]
+
+    @property
+    def hbm(self) -> float:
+        """The chip's achieved HBM bandwidth (bytes/s)."""
+        return self.chip.hbm_bytes_per_s * self.chip.efficiency.hbm
+
+    @property
+    def waved_s(self) -> float:
+        """Weight matmuls with their last waves' idle SMs (s)."""
+        return self.compute["matmuls"] / self.compute["waves"]
+
+    @property
+    def compute_s(self) -> float:
+        """Weight matmuls at their shapes' rate, attention and its scores: what collectives can hide under (s)."""
+        return self.waved_s / self.compute["shapes"] + self.compute["attention"] + self.compute["scores"]
+
+    def hidden_s(self, phase: str) -> float:
+        """The overlappable collectives of one pass ("forward" or "backward") (s)."""
+        return sum(c.expected_s for c in self.comms if c.overlaps and c.phase == phase)
+
+    def share(self, phase: str) -> float:
+        """A pass's share of the compute: 1 / (3 + r) forward, (2 + r) / (3 + r) backward."""
+        return (1 if phase == "forward" else 2 + self.r) / (3 + self.r)
+
+
+# Each term of `expected_terms`, in order: its name, how it is computed ({rates} filled in per step), and
+# the function that computes it from a `_Step`, written side by side by `_term`.
+_TERMS: list[tuple[str, str, Callable[[_Step], float]]] = []
+
+
+def _term(name: str, how: str) -> Callable[[Callable[[_Step], float]], Callable[[_Step], float]]:
+    """Register the decorated function as the term `name`, computed as `how` says."""
+
+    def register(seconds: Callable[[_Step], float]) -> Callable[[_Step], float]:
+        _TERMS.append((name, how, seconds))
+        return seconds
+
+    return register
+
+
+@_term("matmul FLOPs at peak", "model FLOPs per chip / C (the roofline's math)")
+def _math_at_peak(s: _Step) -> float:
+    return s.work.model_s
+
+
+@_term("uneven pipeline stages", "the busiest stage's ceil(L / S) layers over L / S")
+def _uneven_stages(s: _Step) -> float:
+    return s.work.t_math * 3 / (3 + s.r) - s.work.model_s
+
+
+@_term("recomputation", "forward passes run again: r / 3 of the step's FLOPs (remat)")
+def _recomputation(s: _Step) -> float:
+    return s.work.t_math * s.r / (3 + s.r)
+
+
+@_term(
+    "matmuls at the achieved rate",
+    "max((1 - a) t_math / {matmul:.0%}, weight bytes (3 + r) M / achieved HBM rate) - (1 - a) t_math: "
+    "a = attention's share of the FLOPs, M microbatches",
+)
+def _achieved_matmuls(s: _Step) -> float:
+    return s.compute["matmuls"] - (1 - s.work.attention_share) * s.work.t_math
+
+
+@_term("partial last waves of GEMM tiles", "matmuls / {waves:.0%} - matmuls: the SMs tiles keep busy (wave_efficiency)")
+def _partial_waves(s: _Step) -> float:
+    return s.waved_s - s.compute["matmuls"]
+
+
+@_term(
+    "matmuls at their own shapes' rate",
+    "matmuls / {shapes:.0%} - matmuls, after the waves: the chip's measured sweep at each GEMM's shape "
+    "(shape_efficiency)",
+)
+def _own_shapes(s: _Step) -> float:
+    return s.waved_s / s.compute["shapes"] - s.waved_s
+
+
+@_term(
+    "attention at flash-attention rates",
+    "a t_math ((1 + r) / {forward:.0%} + 2 / {backward:.0%}) / (3 + r) - a t_math, at the bf16 peak",
+)
+def _flash_attention(s: _Step) -> float:
+    return s.compute["attention"] - s.work.attention_share * s.work.t_math
+
+
+@_term(
+    "attention scores through HBM",
+    "materialized attention only: score_bytes_per_token x tokens x layers / achieved HBM rate",
+)
+def _scores(s: _Step) -> float:
+    return s.compute["scores"]
+
+
+@_term("matmul tile padding", "weight dims padded to the MXU or tensor-core tile (tile_padding)")
+def _padding(s: _Step) -> float:
+    return s.work.t_math * tile_padding(s.cfg, s.chip, tensor=s.layout.tensor)
+
+
+@_term(
+    "elementwise ops, norms, RoPE (HBM)", "(3 + r) x elementwise_bytes_per_token x tokens x layers / achieved HBM rate"
+)
+def _elementwise(s: _Step) -> float:
+    per_token = elementwise_bytes_per_token(s.cfg, tensor=s.layout.tensor, activation_dtype=s.work.activation_dtype)
+    return (3 + s.r) * per_token * s.work.tokens * s.work.layers / s.hbm
+
+
+@_term("kernel fixed cost", "kernels_per_layer x (3 + r) x layers x microbatches x efficiency.kernel_s")
+def _kernels(s: _Step) -> float:
+    passes = kernels_per_layer(s.cfg) * (3 + s.r) * s.work.layers * s.work.microbatches
+    return passes * s.chip.efficiency.kernel_s
+
+
+@_term(
+    "optimizer update (HBM)",
+    "each chip's parameters / ZeRO shards x training.optimizer_update_bytes_per_param / achieved HBM rate",
+)
+def _optimizer_update(s: _Step) -> float:
+    held = s.cfg.param_count() / (s.work.weight_copies * s.work.update_shards)
+    return held * s.work.update_bytes / s.hbm
+
+
+@_term(
+    "tensor/expert-parallel collectives",
+    "bandwidth time of the collectives the next matmul waits on, at the links' achieved rate",
+)
+def _blocking(s: _Step) -> float:
+    return sum(c.calls * c.bandwidth_s for c in s.comms if not c.overlaps)
+
+
+@_term(
+    "collective latency",
+    "per call of those, collectives.call_latency_s (NCCL's ring model on GPUs, hops x 1 us on ICI)",
+)
+def _latency(s: _Step) -> float:
+    return sum(c.calls * c.latency_s for c in s.comms if not c.overlaps)
+
+
+@_term(
+    "compute slowed by overlapped collectives",
+    "{slowdown:.1%} of the overlapped collectives' time, at most the compute they overlap",
+)
+def _slowdown(s: _Step) -> float:
+    phases = ("forward", "backward")
+    return sum(s.chip.efficiency.overlap_slowdown * min(s.hidden_s(p), s.compute_s * s.share(p)) for p in phases)
+
+
+@_term(
+    "communication beyond the compute it overlaps",
+    "per pass, overlappable collectives minus that pass's compute, when more",
+)
+def _exposed(s: _Step) -> float:
+    return sum(max(0.0, s.hidden_s(p) - s.compute_s * s.share(p)) for p in ("forward", "backward"))
+
+
+@_term(
+    "first gather and last reduction", "one call of each per-layer overlappable collective: nothing to hide it under"
+)
+def _edges(s: _Step) -> float:
+    return sum(c.expected_s / c.calls for c in s.comms if c.overlaps and c.op != "permute" and c.calls > 1)
+
+
+@_term("pipeline fill and drain sends", "(S - 1) sends each way before the first and after the last microbatch")
+def _fill_and_drain(s: _Step) -> float:
+    return sum((s.layout.pipeline - 1) * (c.bandwidth_s + c.latency_s) for c in s.comms if c.op == "permute")
+
+
+@_term(
+    "pipeline bubble",
+    "(S - 1) / (v M) x the stage's compute, elementwise, kernels, padding, blocking collectives",
+)
+def _bubble(s: _Step) -> float:
+    critical = (_elementwise, _kernels, _padding, _blocking, _latency, _slowdown)
+    return s.work.bubble * (s.compute_s + sum(term(s) for term in critical))
+
+
+TERMS = tuple((name, how) for name, how, _ in _TERMS)
 
 
 def _compute_s(cfg: TransformerConfig, chip: Chip, layout: Layout, work: StepWork) -> dict[str, float]:
@@ -317,12 +482,13 @@ def _compute_s(cfg: TransformerConfig, chip: Chip, layout: Layout, work: StepWor
     if slower), "waves" (`wave_efficiency`), "shapes" (`shape_efficiency`), "attention" (flash-attention
     kernels at the bf16 peak's achieved fraction) and "scores" (HBM traffic of materialized attention
     scores); see `expected_terms`."""
-    eff, hbm, r, a = chip.efficiency, chip.hbm_bytes_per_s * chip.efficiency.hbm, work.remat, work.attention_share
+    eff, hbm, a = chip.efficiency, chip.hbm_bytes_per_s * chip.efficiency.hbm, work.attention_share
+    r = REMAT_FORWARD_PASSES[work.remat]
     weight_bytes = cfg.param_count() / work.weight_copies * work.param_bytes * (3 + r) * work.microbatches
     attention_at_peak = a * work.t_math * work.attention_peak_ratio
     scores_s = 0.0
     if checks.one_of("attention_kernel", work.attention_kernel, ATTENTION_KERNELS) == "materialized":
-        scores = score_bytes_per_token(cfg, tensor=layout.tensor, seq_len=work.seq_len, recomputed_passes=r)
+        scores = score_bytes_per_token(cfg, tensor=layout.tensor, seq_len=work.seq_len, remat=work.remat)
         scores_s = scores * work.tokens * work.layers / hbm
     return {
         "matmuls": max((1 - a) * work.t_math / eff.matmul_for(work.matmul_dtype), weight_bytes / hbm),
@@ -339,66 +505,17 @@ def expected_terms(
     """The named parts of a step's expected time (`training.StepTime.expected_s`), in seconds.
 
     The math at peak (the roofline's), then each thing the roofline leaves out, with no factor fitted
-    to a run, in the order and with the formulas of `TERMS`: the rates are the chip's
-    `efficiency.Efficiency` (achieved matmul, flash-attention, HBM and link rates, the fixed cost of a
-    kernel, the slowdown of compute under overlapped collectives), the bytes and shapes this module
-    counts (`elementwise_bytes_per_token`, `score_bytes_per_token`, `wave_efficiency`, `shape_efficiency`,
-    `tile_padding`, `kernels_per_layer`), and the step's collectives at their links' achieved rate (`achieved`).
+    to a run: each term is one function above, registered with its name and its formula (`TERMS`). The
+    rates are the chip's `efficiency.Efficiency` (achieved matmul, flash-attention, HBM and link rates,
+    the fixed cost of a kernel, the slowdown of compute under overlapped collectives), the bytes and
+    shapes this module counts (`elementwise_bytes_per_token`, `score_bytes_per_token`, `wave_efficiency`,
+    `shape_efficiency`, `tile_padding`, `kernels_per_layer`), and the step's collectives at their links'
+    achieved rate (`achieved`).
     Book: Part 5 ("What else is there?"); Part 1 (memory-bound elementwise work); Part 12 (GPUs).
     """
-    eff, hbm, r = chip.efficiency, chip.hbm_bytes_per_s * chip.efficiency.hbm, work.remat
-    comms = [achieved(c, chip) for c in comms]
-    busiest_s = work.t_math * 3 / (3 + r)
-    compute = _compute_s(cfg, chip, layout, work)
-    shaped_s = compute["matmuls"] / compute["waves"] / compute["shapes"]
-    compute_s = shaped_s + compute["attention"] + compute["scores"]
-    elementwise = elementwise_bytes_per_token(cfg, tensor=layout.tensor, activation_dtype=work.activation_dtype)
-    elementwise_s = (3 + r) * elementwise * work.tokens * work.layers / hbm
-    kernels_s = kernels_per_layer(cfg) * (3 + r) * work.layers * work.microbatches * eff.kernel_s
-    padding_s = work.t_math * tile_padding(cfg, chip, tensor=layout.tensor)
-    update_s = cfg.param_count() / (work.weight_copies * work.update_shards) * work.update_bytes / hbm
-    blocking = [c for c in comms if not c.overlaps]
-    blocking_s = sum(c.calls * c.bandwidth_s for c in blocking)
-    latency_s = sum(c.calls * c.latency_s for c in blocking)
-    edges_s = sum(c.expected_s / c.calls for c in comms if c.overlaps and c.op != "permute" and c.calls > 1)
-    fill_s = sum((layout.pipeline - 1) * (c.bandwidth_s + c.latency_s) for c in comms if c.op == "permute")
-    excess_s = slowdown_s = 0.0
-    for phase, share in (("forward", 1 / (3 + r)), ("backward", (2 + r) / (3 + r))):
-        hidden = sum(c.expected_s for c in comms if c.overlaps and c.phase == phase)
-        excess_s += max(0.0, hidden - compute_s * share)
-        slowdown_s += eff.overlap_slowdown * min(hidden, compute_s * share)
-    critical_s = compute_s + elementwise_s + kernels_s + padding_s + blocking_s + latency_s + slowdown_s
-    a, matmul_s, waves, attention_s = work.attention_share, compute["matmuls"], compute["waves"], compute["attention"]
-    seconds = {
-        "matmul FLOPs at peak": work.model_s,
-        "uneven pipeline stages": busiest_s - work.model_s,
-        "recomputation": work.t_math - busiest_s,
-        "matmuls at the achieved rate": matmul_s - (1 - a) * work.t_math,
-        "partial last waves of GEMM tiles": matmul_s / waves - matmul_s,
-        "matmuls at their own shapes' rate": shaped_s - matmul_s / waves,
-        "attention at flash-attention rates": attention_s - a * work.t_math,
-        "attention scores through HBM": compute["scores"],
-        "matmul tile padding": padding_s,
-        "elementwise ops, norms, RoPE (HBM)": elementwise_s,
-        "kernel fixed cost": kernels_s,
-        "optimizer update (HBM)": update_s,
-        "tensor/expert-parallel collectives": blocking_s,
-        "collective latency": latency_s,
-        "compute slowed by overlapped collectives": slowdown_s,
-        "communication beyond the compute it overlaps": excess_s,
-        "first gather and last reduction": edges_s,
-        "pipeline fill and drain sends": fill_s,
-        "pipeline bubble": work.bubble * critical_s,
-    }
-    rates = {"matmul": eff.matmul_for(work.matmul_dtype), "waves": waves, "shapes": compute["shapes"], "slowdown":
-             eff.overlap_slowdown, "forward": eff.attention_forward, "backward": eff.attention_backward}  # fmt: skip
-    return _named(seconds, rates)
-
-
-def _named(seconds: dict[str, float], rates: dict[str, float]) -> tuple[StepTerm, ...]:
-    """`TERMS` in order, each with its seconds from `seconds` (which must name the same terms) and its how."""
-    if set(seconds) != {name for name, _ in TERMS}:
-        raise RuntimeError(
-            f"expected_terms and TERMS name different terms: {sorted(set(seconds) ^ dict(TERMS).keys())}"
-        )
-    return tuple(StepTerm(name=name, seconds=seconds[name], how=how.format(**rates)) for name, how in TERMS)
+    step = _Step(cfg, chip, layout, work, tuple(achieved(c, chip) for c in comms), _compute_s(cfg, chip, layout, work))
+    eff = chip.efficiency
+    rates = {"matmul": eff.matmul_for(work.matmul_dtype), "waves": step.compute["waves"],
+             "shapes": step.compute["shapes"], "forward": eff.attention_forward,
+             "backward": eff.attention_backward, "slowdown": eff.overlap_slowdown}  # fmt: skip
+    return tuple(StepTerm(name=name, seconds=seconds(step), how=how.format(**rates)) for name, how, seconds in _TERMS)

@@ -21,6 +21,7 @@ from book_lib import bounds, checks, overheads
 from book_lib.efficiency import Calibration
 from book_lib.hardware import Chip, with_calibration
 from book_lib.models import get_model
+from book_lib.overheads import REMAT_FORWARD_PASSES
 from book_lib.parallelism import Layout, Placement, StepDtypes, place
 from book_lib.step_collectives import CollectiveCost, stage_layers, step_collectives
 from book_lib.transformer import TransformerConfig
@@ -39,11 +40,6 @@ __all__ = [
 
 # Optimizer state per parameter, in numbers of optimizer_dtype values (Adam: two moments).
 OPTIMIZERS = {"adam": 2, "momentum": 1, "sgd": 0}
-# The recomputation policies a training step takes (`transformer.REMAT_POLICIES`, which say what a layer
-# keeps) and the forward passes each runs again (the training FLOPs grow by that many thirds).
-# "checkpoints": c D-wide arrays per layer, the text's outputs of the big matmuls, nothing recomputed that
-# costs matmul FLOPs; "full": only each block's input, the whole forward run again; "none": everything.
-REMAT_FORWARD_PASSES = {"checkpoints": 0, "full": 1, "none": 0}
 
 
 def optimizer_state_bytes_per_param(
@@ -381,7 +377,7 @@ def _work(
         bubble=bounds.pipeline_bubble_fraction(
             stages=layout.pipeline, microbatches=layout.microbatches, virtual_stages=v
         ),
-        remat=REMAT_FORWARD_PASSES[remat],
+        remat=remat,
         tokens=batch_tokens / layout.batch_shards,
         layers=stage_layers(cfg, layout),
         update_bytes=optimizer_update_bytes_per_param(

@@ -6,6 +6,7 @@ import pytest
 
 from book_lib import collectives, hardware, overheads
 from book_lib.models import get_model
+from book_lib.parallelism import Layout
 from book_lib.transformer import TransformerConfig
 
 
@@ -69,7 +70,7 @@ def test_materialized_attention_pays_its_scores_through_hbm_and_a_flash_kernel_d
     cfg = get_model("llama-3-8b")
     # 32 heads x 8192 keys x 2 bytes x (5 forward + 10 backward accesses)
     assert overheads.score_bytes_per_token(cfg, tensor=1, seq_len=8192) == 32 * 8192 * 2 * 15
-    assert overheads.score_bytes_per_token(cfg, tensor=8, seq_len=8192, recomputed_passes=1) == 4 * 8192 * 2 * 20
+    assert overheads.score_bytes_per_token(cfg, tensor=8, seq_len=8192, remat="full") == 4 * 8192 * 2 * 20
     from book_lib import training
     from book_lib.parallelism import Layout
 
@@ -92,15 +93,17 @@ def test_collectives_run_at_the_rate_a_ring_reaches_on_the_links():
     assert overheads.achieved(cost, hardware.get_chip("tpu-v5p")).bandwidth_s == 1.0
 
 
-def test_each_term_is_computed_under_the_name_it_is_printed_with():
-    from book_lib.overheads import TERMS, _named
+def test_each_term_is_one_function_written_beside_its_name_and_formula():
+    from book_lib import training
+    from book_lib.overheads import _TERMS, TERMS
 
-    rates = {"matmul": 0.8, "waves": 1.0, "shapes": 1.0, "forward": 0.6, "backward": 0.5, "slowdown": 0.1}
-    seconds = {name: float(i) for i, (name, _) in enumerate(TERMS)}
-    assert [t.seconds for t in _named(seconds, rates)] == list(seconds.values())
-    for planted in ({**seconds, "a term TERMS lacks": 1.0}, {k: v for k, v in seconds.items() if k != "recomputation"}):
-        with pytest.raises(RuntimeError, match="name different terms"):
-            _named(planted, rates)
+    names = [name for name, _, _ in _TERMS]
+    assert len(set(names)) == len(names) == len(TERMS) and [name for name, _ in TERMS] == names
+    assert len({id(seconds) for _, _, seconds in _TERMS}) == len(_TERMS), "no function computes two terms"
+    assert all(how for _, how, _ in _TERMS)
+    step = training.step_time("llama-3-8b", "h100", Layout(fsdp=8, tensor=8), batch_tokens=2**20, seq_len=8192)
+    assert [t.name for t in step.terms] == names
+    assert step.expected_s == pytest.approx(sum(t.seconds for t in step.terms))
 
 
 def test_matmuls_at_their_shapes_cost_time_only_where_a_sweep_was_measured():
