@@ -508,7 +508,8 @@ def _serve_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
              "t_kv_s": s.t_kv, "t_weights_s": s.t_weights, "t_math_s": s.t_math, "t_ici_s": s.t_ici,
              "tokens_per_s": s.batch / s.expected_s, "tokens_per_s_per_chip": s.batch / s.expected_s / args.chips,
              "tokens_per_s_bound": s.tokens_per_s,
-             "usd_per_million_tokens": usd, "memory_bytes": s.memory_bytes, "fits": s.fits,
+             "usd_per_million_tokens": usd, "memory_bytes": s.memory_bytes, "fits": s.fits, "stages": s.stages,
+             "t_send_s": s.t_send,
              **_requests(args, s.batch)}
         )  # fmt: skip
     return rows
@@ -566,8 +567,9 @@ def _serve(args: argparse.Namespace) -> str:
 def _serve_table(args: argparse.Namespace, rows: list[dict[str, Any]]) -> str:
     lines = [
         *_serve_nothing_fits(args, rows),
-        f"{get_model(args.model).name} on {args.chips} {get_chip(args.chip).name}, "
-        f"{fmt(args.context)}-token context, {args.dtype} weights and KV cache"
+        f"{get_model(args.model).name} on {args.chips} {get_chip(args.chip).name}"
+        + (f" ({rows[0]['stages']} nodes, the layers pipelined over them)" if rows[0]["stages"] > 1 else "")
+        + f", {fmt(args.context)}-token context, {args.dtype} weights and KV cache"
         + (
             f"; requests of {fmt(args.prompt)} prompt and {fmt(args.output)} output tokens"
             if "prefill_s" in rows[0]

@@ -77,6 +77,10 @@ class DecodeStep:
             the work: `overheads.kernels_per_layer` x L x `efficiency.kernel_s` (s).
         hbm_efficiency, matmul_efficiency: the rates the chip achieves against its datasheet
             (`efficiency.Efficiency`), which `expected_s` divides by (ratios).
+        stages: nodes the layers are split over, one after another (count; 1 within one node or slice).
+        t_send: the activations sent from each node to the next, (stages - 1) B D a / W_dcn (s).
+        t_send_bandwidth, t_send_latency: the same at the network's achieved rate
+            (`efficiency.Efficiency.dcn`), and one call's fixed cost per send (s).
     """
 
     batch: int
@@ -92,6 +96,10 @@ class DecodeStep:
     t_kernels: float = 0.0
     hbm_efficiency: float = 1.0
     matmul_efficiency: float = 1.0
+    stages: int = 1
+    t_send: float = 0.0
+    t_send_bandwidth: float = 0.0
+    t_send_latency: float = 0.0
 
     @property
     def roofline_s(self) -> float:
@@ -101,21 +109,24 @@ class DecodeStep:
     @property
     def expected_s(self) -> float:
         """The roofline plus what it leaves out (s): t_kv / e_hbm + max(t_weights / e_hbm, t_math / e_mm) +
-        t_ici_bandwidth + t_ici_latency + t_kernels. Bytes stream at the achieved HBM rate and FLOPs run
-        at the achieved matmul rate; each layer's collectives wait for its matmuls and the next layer
-        waits for them, so they do not overlap, and each call and kernel pays its fixed cost."""
+        t_ici_bandwidth + t_ici_latency + t_kernels + t_send_bandwidth + t_send_latency. Bytes stream at the
+        achieved HBM rate and FLOPs run at the achieved matmul rate; each layer's collectives wait for its
+        matmuls and the next layer waits for them, so they do not overlap, and each call and kernel pays its
+        fixed cost; a node waits for the previous node's activations."""
         streamed = max(self.t_weights / self.hbm_efficiency, self.t_math / self.matmul_efficiency)
-        return self.t_kv / self.hbm_efficiency + streamed + self.t_ici_bandwidth + self.t_ici_latency + self.t_kernels
+        fixed = self.t_ici_bandwidth + self.t_ici_latency + self.t_kernels + self.t_send_bandwidth + self.t_send_latency
+        return self.t_kv / self.hbm_efficiency + streamed + fixed
 
     @property
     def t_lower(self) -> float:
-        """The text's step time, perfect overlap (s): t_kv + max(t_weights, t_math, t_ici)."""
-        return self.t_kv + max(self.t_weights, self.t_math, self.t_ici)
+        """The text's step time, perfect overlap (s): t_kv + max(t_weights, t_math, t_ici), and the sends
+        between nodes, which nothing overlaps: each node waits for the one before it."""
+        return self.t_kv + max(self.t_weights, self.t_math, self.t_ici) + self.t_send
 
     @property
     def t_upper(self) -> float:
-        """Step time with no overlap at all (s): t_kv + t_weights + t_math + t_ici."""
-        return self.t_kv + self.t_weights + self.t_math + self.t_ici
+        """Step time with no overlap at all (s): t_kv + t_weights + t_math + t_ici + t_send."""
+        return self.t_kv + self.t_weights + self.t_math + self.t_ici + self.t_send
 
     @property
     def bound(self) -> str:
@@ -150,6 +161,36 @@ def _slice(chip: Chip, n_chips: int) -> topology.Slice:
     if n_chips not in offered:
         raise ValueError(f"n_chips={n_chips!r}: no {chip.name} slice has that many chips; allowed: {offered}")
     return topology.smallest_slice(chip, n_chips)
+
+
+def _stages(chip: Chip, n_chips: int) -> tuple[int, int]:
+    """(chips per stage, stages): an offered slice of `n_chips` is one stage; on GPUs, more chips than a
+    node are whole nodes, each holding a contiguous share of the layers, model-parallel inside (a
+    pipeline across nodes, as serving engines run a model too big for one node).
+
+    Raises:
+        ValueError: a count no slice offers, or GPUs that are not whole nodes.
+    """
+    n = checks.count("n_chips", n_chips)
+    node = max(math.prod(shape) for shape in topology.slice_shapes(chip))
+    if chip.ici_topology != "nvswitch" or n <= node:
+        _slice(chip, n)
+        return n, 1
+    if n % node:
+        raise ValueError(
+            f"n_chips={n_chips!r}: not whole {chip.name} nodes of {node}; allowed: up to {node}, or a multiple of it"
+        )
+    return node, n // node
+
+
+def _sends(cfg: TransformerConfig, chip: Chip, stages: int, act_bytes: float) -> tuple[float, float, float]:
+    """Activations passed between pipeline stages, (stages - 1) B D act_bytes per token of the batch
+    over each node's network: (roofline per token, achieved per token, fixed cost per step) (s)."""
+    if stages == 1:
+        return 0.0, 0.0, 0.0
+    per_token = (stages - 1) * cfg.d_model * act_bytes / chip.dcn_bytes_per_s
+    latency = (stages - 1) * collectives.call_latency_s("all_gather", 2, chip, link="dcn")
+    return per_token, per_token / chip.efficiency.dcn, latency
 
 
 def _sizes(param_dtype: str, kv_dtype: str) -> tuple[str, str]:
@@ -223,11 +264,14 @@ def decode_step_time(
     only the experts the batch touches (memory_bytes still holds all of them);
     t_ici = L * 2 * (AllGather + ReduceScatter of B D act_bytes) over the slice; `expected_s` adds their
     bandwidth time and fixed cost per call to the rest (they cannot overlap a decode step's matmuls).
+    Over S > 1 GPU nodes, n = the chips of one node in each term (the nodes run one after another) and
+    t_send = (S - 1) B D act_bytes / W_dcn is added: more HBM for the batch, no faster step.
 
     Args:
         model: a `TransformerConfig` or a preset name.
         chip: a `Chip` or a name.
-        n_chips: chips of an offered slice (`topology.slice_shapes`), sharded Megatron-style.
+        n_chips: chips of an offered slice (`topology.slice_shapes`), sharded Megatron-style; on GPUs,
+            whole nodes beyond one, the layers split over them in a pipeline (`DecodeStep.stages`).
         batch: sequences decoded together (count, >= 1).
         context_len: S, tokens already in each KV cache (count).
         param_dtype: the weights' format ("bf16", "int8", "int4", any of `checks.DTYPES`).
@@ -243,22 +287,24 @@ def decode_step_time(
     """
     cfg, hw = get_model(model), with_calibration(chip, calibration)
     eff = hw.efficiency
-    _slice(hw, n_chips)
+    per_stage, stages = _stages(hw, n_chips)
     batch, context_len = checks.count("batch", batch), checks.count("context_len", context_len)
     w, kv = _sizes(param_dtype, kv_dtype)
-    hbm_bytes_per_s = n_chips * hw.hbm_bytes_per_s
+    hbm_bytes_per_s = per_stage * hw.hbm_bytes_per_s  # the stages run one after another
     weights, total = _memory(cfg, 0, context_len, w, kv), _memory(cfg, batch, context_len, w, kv)
     scales = 0.0 if weight_group_size is None else 4 / checks.count("weight_group_size", weight_group_size)
     # an MoE reads only the experts touched
     read = cfg.params_read_per_step(batch) * (checks.dtype_bytes(w) + scales)
-    ici = _ici_s(cfg, hw, batch, n_chips, checks.dtype_bytes(activation_dtype, "activation_dtype"))
+    act = checks.dtype_bytes(activation_dtype, "activation_dtype")
+    ici, sends = _ici_s(cfg, hw, batch, per_stage, act), _sends(cfg, hw, stages, act)
     return DecodeStep(
         batch=batch, n_chips=n_chips, t_kv=(total - weights) / hbm_bytes_per_s, t_weights=read / hbm_bytes_per_s,
-        t_math=2 * batch * cfg.active_param_count() / (n_chips * hw.peak_ops_per_s(matmul_dtype)), t_ici=ici[0],
+        t_math=2 * batch * cfg.active_param_count() / (per_stage * hw.peak_ops_per_s(matmul_dtype)), t_ici=ici[0],
         memory_bytes=total + cfg.param_count() * scales, hbm_bytes=n_chips * hw.hbm_bytes,
         t_ici_bandwidth=ici[1] / eff.ici, t_ici_latency=ici[2],
         t_kernels=overheads.kernels_per_layer(cfg) * cfg.n_layers * eff.kernel_s,
-        hbm_efficiency=eff.hbm, matmul_efficiency=eff.matmul_for(matmul_dtype),
+        hbm_efficiency=eff.hbm, matmul_efficiency=eff.matmul_for(matmul_dtype), stages=stages,
+        t_send=batch * sends[0], t_send_bandwidth=batch * sends[1], t_send_latency=sends[2],
     )  # fmt: skip
 
 
@@ -317,7 +363,7 @@ class PrefillStep:
         t_matmul: the weight matmuls' FLOPs at peak (s).
         t_attention: the causal attention's FLOPs at peak (s).
         t_weights: reading every weight once from HBM at the datasheet rate (s).
-        t_ici: the model-parallel collectives' roofline time (s); 0 on one chip.
+        t_ici: the model-parallel collectives' roofline time, and the sends between GPU nodes (s); 0 on one chip.
         terms: the parts of `expected_s`, named (`overheads.StepTerm`).
     """
 
@@ -372,16 +418,17 @@ def prefill_step(
             than the model's positions.
     """
     cfg, hw = get_model(model), with_calibration(chip, calibration)
-    _slice(hw, n_chips)
+    n, stages = _stages(hw, n_chips)  # n: the chips of one stage; GPU nodes in a pipeline run in turn
     prompt_len, batch = cfg.check_positions("prompt_len", prompt_len), checks.count("batch", batch)
     eff, tokens = hw.efficiency, batch * prompt_len
     flops = cfg.flops_breakdown(prompt_len, training=False, causal=True)
-    peak, hbm = n_chips * hw.bf16_flops_per_s, n_chips * hw.hbm_bytes_per_s
+    peak, hbm = n * hw.bf16_flops_per_s, n * hw.hbm_bytes_per_s
     t_matmul, t_attention = tokens * flops.matmul_flops / peak, tokens * flops.attention_flops / peak
     t_weights = cfg.param_count() * checks.dtype_bytes(param_dtype, "param_dtype") / hbm
     act = checks.dtype_bytes(activation_dtype, "activation_dtype")
-    t_ici, ici_bandwidth, ici_latency = _ici_s(cfg, hw, tokens, n_chips, act)
-    elementwise = overheads.elementwise_bytes_per_token(cfg, tensor=n_chips, activation_dtype=activation_dtype)
+    t_ici, ici_bandwidth, ici_latency = _ici_s(cfg, hw, tokens, n, act)
+    send, send_bandwidth, send_latency = _sends(cfg, hw, stages, act)
+    elementwise = overheads.elementwise_bytes_per_token(cfg, tensor=n, activation_dtype=activation_dtype)
     matmul_s = max(t_matmul / eff.matmul, t_weights / eff.hbm)
     ici_bandwidth, kernels_s = ici_bandwidth / eff.ici, overheads.kernels_per_layer(cfg) * cfg.n_layers * eff.kernel_s
     terms = (
@@ -397,9 +444,11 @@ def prefill_step(
                            how="overheads.kernels_per_layer x L x efficiency.kernel_s"),
         overheads.StepTerm(name="tensor-parallel collectives", seconds=ici_bandwidth + ici_latency,
                            how="L x 2 x (AllGather + ReduceScatter of B T D): bandwidth and fixed cost per call"),
-    )  # fmt: skip
+    ) + ((overheads.StepTerm(name="sends between nodes", seconds=tokens * send_bandwidth + send_latency,
+                             how="(S - 1) B T D between pipelined nodes at the network's achieved rate"),)
+         if stages > 1 else ())  # fmt: skip
     return PrefillStep(tokens=tokens, n_chips=n_chips, t_matmul=t_matmul, t_attention=t_attention,
-                       t_weights=t_weights, t_ici=t_ici, terms=terms)  # fmt: skip
+                       t_weights=t_weights, t_ici=t_ici + tokens * send, terms=terms)  # fmt: skip
 
 
 def prefill_time(
@@ -412,13 +461,13 @@ def prefill_time(
     Book: Part 7, "Linear operations: what bottlenecks us?" and "Prefill"; Part 8 (prefill time).
     """
     cfg, hw = get_model(model), get_chip(chip)
-    _slice(hw, n_chips)
+    per_stage, _ = _stages(hw, n_chips)  # GPU nodes in a pipeline run one after another
     checks.count("prompt_len", prompt_len)
     checks.count("batch", batch)
     if not 0 < mfu <= 1:
         raise ValueError(f"mfu={mfu!r}: not a fraction of peak; allowed: 0 < mfu <= 1")
     flops = batch * prompt_len * cfg.flops_per_token(prompt_len, training=False, causal=True)
-    return flops / (n_chips * hw.bf16_flops_per_s * mfu)
+    return flops / (per_stage * hw.bf16_flops_per_s * mfu)
 
 
 def max_batch(
@@ -436,7 +485,7 @@ def max_batch(
     Book: Part 7, "Modeling throughput and latency for LLaMA 2-13B"; Part 8, "Thinking about throughput".
     """
     cfg, hw = get_model(model), get_chip(chip)
-    _slice(hw, n_chips)
+    _stages(hw, n_chips)
     context_len = checks.count("context_len", context_len)
     w, kv = _sizes(param_dtype, kv_dtype)
     weights = _memory(cfg, 0, context_len, w, kv)
@@ -456,7 +505,7 @@ def min_chips(
     """Chips of the smallest offered slice whose HBM holds the weights and `batch` KV caches (count).
 
     n >= (P weight_bytes + B S kv_bytes_per_token) / HBM per chip, rounded up to `topology.slice_shapes`
-    (`topology.smallest_slice(chip, n)` gives its shape).
+    (`topology.smallest_slice(chip, n)` gives its shape); on GPUs, past one node, to whole nodes.
     Book: Part 8, "What's the LLaMA Serving Story?" (rounding to a slice shape).
 
     Raises:
@@ -467,6 +516,9 @@ def min_chips(
     for shape in topology.slice_shapes(hw):
         if math.prod(shape) * hw.hbm_bytes >= need:
             return math.prod(shape)
+    if hw.ici_topology == "nvswitch":
+        node = math.prod(topology.slice_shapes(hw)[-1])
+        return node * math.ceil(need / (node * hw.hbm_bytes))
     raise ValueError(
         f"batch={batch!r}: {need:.3g} bytes do not fit a whole {hw.name} pod; allowed: a smaller batch, "
         "context or dtype"

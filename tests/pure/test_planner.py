@@ -390,6 +390,30 @@ def test_serve_takes_fp8_weights_where_bf16_does_not_fit(capsys):
     assert rows[0]["fits"] and 671e9 < rows[0]["memory_bytes"] < 8 * 141e9
 
 
+def test_serve_spans_nodes_with_the_layers_pipelined_over_them(capsys):
+    from book_lib import inference
+    from book_lib.__main__ import main
+
+    # DeepSeek-V3 in bf16 needs two H200 nodes: the smallest GPU count that holds it is whole nodes
+    assert inference.min_chips("deepseek-v3", "h200", batch=1, context_len=4096) == 16
+    one_node = inference.decode_step_time("deepseek-v3", "h200", 8, batch=64, context_len=4096)
+    two_nodes = inference.decode_step_time("deepseek-v3", "h200", 16, batch=64, context_len=4096)
+    assert two_nodes.stages == 2 and two_nodes.fits and not one_node.fits
+    # the nodes run one after another: twice the HBM, the same streaming time, plus the sends between them
+    assert two_nodes.t_kv == pytest.approx(one_node.t_kv) and two_nodes.t_send > 0
+    assert two_nodes.expected_s > one_node.expected_s and two_nodes.roofline_s > one_node.roofline_s
+    assert inference.prefill_time("deepseek-v3", "h200", 16, prompt_len=1024) == pytest.approx(
+        inference.prefill_time("deepseek-v3", "h200", 8, prompt_len=1024)
+    )
+    args = ["serve", "--model", "deepseek-v3", "--chip", "h200", "--chips", "16", "--context", "4096"]
+    assert main([*args, "--prompt", "1000", "--output", "200"]) == 0
+    assert "(2 nodes, the layers pipelined over them)" in capsys.readouterr().out.splitlines()[0]
+    with pytest.raises(ValueError, match=r"^n_chips=12: not whole h200 nodes of 8; allowed: up to 8, or a multiple"):
+        inference.decode_step_time("deepseek-v3", "h200", 12, batch=1, context_len=4096)
+    with pytest.raises(ValueError, match=r"^n_chips=12: no tpu-v5e slice"):  # TPUs: slices, not nodes
+        inference.decode_step_time("llama-3-8b", "tpu-v5e", 12, batch=1, context_len=4096)
+
+
 def test_gpu_clusters_are_counted_in_nodes():
     done = _cli(*META_405B[:-6], "--top", "1")
     assert done.returncode == 0 and "(2\u202f048 nodes of 8)" in done.stdout.splitlines()[0]
