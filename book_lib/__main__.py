@@ -349,10 +349,12 @@ def _row(e: planner.PlanEntry, rank: str) -> str:
     step, memory = e.step, e.memory
     mesh = " ".join(f"{k}={v}" for k, v in step.mesh.items()) + (" *" if e.near_text_fsdp_degree else "")
     parts = (memory.params_bytes, memory.grads_bytes, memory.optimizer_bytes, memory.activations_bytes)
-    gigabytes = " ".join(f"{b / 1e9:>6.1f}" for b in (*parts, memory.total_bytes))
+    gigabytes = " ".join(f"{fmt(b, 'B'):>8}" for b in (*parts, memory.total_bytes))
+    times = " ".join(f"{fmt(t, 's'):>8}" for t in (step.roofline_s, step.roofline_math_s, step.t_comms))
+    mfu = fmt(100 * e.mfu_expected, "%", digits=2)
     return (
-        f"{rank:>3}  {e.scheme:<20} {mesh:<40} {e.expected_s:>8.3f} {e.mfu_expected:>5.0%} {e.roofline_s:>8.3f} "
-        f"{step.roofline_math_s:>8.3f} {step.t_comms:>8.3f} {step.bound:<13} {gigabytes}  {e.reason}"
+        f"{rank:>3}  {e.scheme:<20} {mesh:<40} {fmt(e.expected_s, 's'):>8} {mfu:>5} {times} {step.bound:<13} "
+        f"{gigabytes}  {e.reason}"
     )
 
 
@@ -389,15 +391,15 @@ def _plan_table(
         f"text's FSDP degree for FSDP+TP: X_opt = sqrt(B M_X N / (F M_Y)) = {fmt(round(plan.text_fsdp_degree))} "
         "(M_X = 2, M_Y = 1); * marks the mesh closest to it",
         "",
-        "step s: the expected step time, the roofline plus each term it leaves out at the chip's measured rates "
-        "(--json lists them); MFU at that time; bound s: the book's roofline, max(math, comms), which no step beats; "
-        "math s: the model's FLOPs per chip at the peak; GB per chip: parameters, gradients, optimizer state, "
+        "step: the expected step time, the roofline plus each term it leaves out at the chip's measured rates "
+        "(--json lists them); MFU at that time; bound: the book's roofline, max(math, comms), which no step beats; "
+        "math: the model's FLOPs per chip at the peak; per chip: parameters, gradients, optimizer state, "
         "activations, total",
         *_rates_line(plan.chip, calibration),
         "",
         *_runs_lines(whole_runs or {}),
-        f"{'#':>3}  {'scheme':<20} {'mesh':<40} {'step s':>8} {'MFU':>5} {'bound s':>8} {'math s':>8} "
-        f"{'comms s':>8} {'bound by':<13} {'params':>6} {'grads':>6} {'optim':>6} {'acts':>6} {'total':>6}  why",
+        f"{'#':>3}  {'scheme':<20} {'mesh':<40} {'step':>8} {'MFU':>5} {'bound':>8} {'math':>8} "
+        f"{'comms':>8} {'bound by':<13} {'params':>8} {'grads':>8} {'optim':>8} {'acts':>8} {'total':>8}  why",
     ]
     if yours is not None:
         lines.append(_row(yours, "you"))
@@ -576,26 +578,26 @@ def _serve_table(args: argparse.Namespace, rows: list[dict[str, Any]]) -> str:
             else ""
         ),
         "",
-        "step ms: the expected decode step, at the chip's measured rates with each collective's and kernel's fixed "
-        "cost; tok/s at that step; bound ms: the book's roofline, which no step beats"
+        "step: the expected decode step, at the chip's measured rates with each collective's and kernel's fixed "
+        "cost; tok/s at that step; bound: the book's roofline, which no step beats"
         + ("; TTFT: time to first token, the expected prefill of one prompt" if "prefill_s" in rows[0] else ""),
         *_rates_line(get_chip(args.chip).name, args.calibration),
         "",
-        f"{'batch':>6} {'step ms':>9} {'tok/s':>9} {'tok/s/chip':>10} {'bound ms':>9} {'bound by':<8} {'$/M tok':>8} "
-        f"{'GB':>7}  fits" + ("  TTFT ms  request s  requests/s" if "prefill_s" in rows[0] else ""),
+        f"{'batch':>6} {'step':>9} {'tok/s':>9} {'tok/s/chip':>10} {'bound':>9} {'bound by':<8} {'$/M tok':>8} "
+        f"{'memory':>8}  fits" + ("      TTFT    request  requests/s" if "prefill_s" in rows[0] else ""),
     ]
     for r in rows:
-        usd = "-" if r["usd_per_million_tokens"] is None else f"{r['usd_per_million_tokens']:.2f}"
+        usd = "-" if r["usd_per_million_tokens"] is None else fmt(r["usd_per_million_tokens"])
         fits = "yes" if r["fits"] else "NO "
         mix = (
-            f"  {r['ttft_s'] * 1e3:>7.1f} {r['request_latency_s']:>10.2f} {r['requests_per_s']:>11.2f}"
+            f"  {fmt(r['ttft_s'], 's'):>8} {fmt(r['request_latency_s'], 's'):>10} {fmt(r['requests_per_s']):>11}"
             if "prefill_s" in r
             else ""
         )
         lines.append(
-            f"{r['batch']:>6} {r['expected_s'] * 1e3:>9.2f} {r['tokens_per_s']:>9,.0f} "
-            f"{r['tokens_per_s_per_chip']:>10,.0f} {r['roofline_s'] * 1e3:>9.2f} {r['bound']:<8} "
-            f"{usd:>8} {r['memory_bytes'] / 1e9:>7.1f}  {fits}{mix}"
+            f"{r['batch']:>6} {fmt(r['expected_s'], 's'):>9} {fmt(r['tokens_per_s']):>9} "
+            f"{fmt(r['tokens_per_s_per_chip']):>10} {fmt(r['roofline_s'], 's'):>9} {r['bound']:<8} "
+            f"{usd:>8} {fmt(r['memory_bytes'], 'B'):>8}  {fits}{mix}"
         )
     return "\n".join(lines)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -417,3 +418,23 @@ def test_serve_spans_nodes_with_the_layers_pipelined_over_them(capsys):
 def test_gpu_clusters_are_counted_in_nodes():
     done = _cli(*META_405B[:-6], "--top", "1")
     assert done.returncode == 0 and "(2\u202f048 nodes of 8)" in done.stdout.splitlines()[0]
+
+
+def test_the_tables_write_every_number_by_the_books_one_rule(capsys):
+    """Each cell is `numfmt.fmt` with its unit, as the headline is: no Python "1,237" or fixed "6.366"."""
+    from book_lib.__main__ import main
+    from book_lib.numfmt import fmt
+
+    assert main([*META_405B, "--top", "1"]) == 0
+    out = capsys.readouterr().out
+    yours = next(line for line in out.splitlines() if line.startswith("you "))
+    step = training.step_time(
+        "llama-3.1-405b", "h100", planner.Layout(tensor=8, pipeline=16, data=128, microbatches=16),
+        batch_tokens=2**24, seq_len=8192, virtual_stages=2,
+    )  # fmt: skip
+    assert f" {fmt(step.expected_s, 's')} " in yours and f" {fmt(step.t_comms, 's')} " in yours
+    assert re.search(r"(\s+\d[\d.]* [kMGT]?B){5}\s", yours)  # parameters, gradients, optimizer, activations, total
+    assert main(["serve", "--model", "llama-3-8b", "--chip", "h100", "--chips", "8", "--context", "4096"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line[:6].strip().isdigit()]
+    assert rows and not any("," in row for row in rows)
+    assert any("\u202f" in row for row in rows)  # thousands split by a thin no-break space
