@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-__all__ = ["ParamBreakdown", "FlopsBreakdown", "OpRow", "OP_GROUPS", "TrainingMemory"]
+__all__ = ["ParamBreakdown", "FlopsBreakdown", "OpRow", "OP_GROUPS", "MemoryBytes", "TrainingMemory"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,7 +112,27 @@ class OpRow:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TrainingMemory:
+class MemoryBytes:
+    """Bytes a training step holds, by kind: the record `TrainingMemory` (all chips) and
+    `training.MemoryPerChip` (one chip) both are.
+
+    Attributes:
+        params_bytes, grads_bytes, optimizer_bytes, activations_bytes: by kind (bytes).
+    """
+
+    params_bytes: float
+    grads_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        """Parameters + gradients + optimizer state + saved activations (bytes)."""
+        return self.params_bytes + self.grads_bytes + self.optimizer_bytes + self.activations_bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainingMemory(MemoryBytes):
     """Bytes one training step keeps alive, summed over all chips (divide by the chip count yourself).
 
     params_bytes = P p_param; grads_bytes = P p_grad; optimizer_bytes = P optimizer_state_bytes_per_param;
@@ -120,13 +140,4 @@ class TrainingMemory:
     per token per layer (see `remat`) and p the bytes of each dtype (`TransformerConfig.training_memory`).
     """
 
-    params_bytes: float
-    grads_bytes: float
-    optimizer_bytes: float
-    activations_bytes: float
     remat: str
-
-    @property
-    def total_bytes(self) -> float:
-        """Parameters + gradients + optimizer state + saved activations (bytes)."""
-        return self.params_bytes + self.grads_bytes + self.optimizer_bytes + self.activations_bytes

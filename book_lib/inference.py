@@ -260,12 +260,9 @@ def decode_step_time(
     """One generation step of `batch` sequences at `context_len` on `n_chips` chips (see the module docstring).
 
     t_kv = B S kv / (n W_hbm); t_weights = P_read w / (n W_hbm); t_math = 2 B P_active / (n C);
-    P_read = `TransformerConfig.params_read_per_step(B)`: every weight of a dense model, and of an MoE
-    only the experts the batch touches (memory_bytes still holds all of them);
-    t_ici = L * 2 * (AllGather + ReduceScatter of B D act_bytes) over the slice; `expected_s` adds their
-    bandwidth time and fixed cost per call to the rest (they cannot overlap a decode step's matmuls).
-    Over S > 1 GPU nodes, n = the chips of one node in each term (the nodes run one after another) and
-    t_send = (S - 1) B D act_bytes / W_dcn is added: more HBM for the batch, no faster step.
+    P_read = `TransformerConfig.params_read_per_step(B)` (an MoE reads only the experts its batch touches);
+    t_ici = L * 2 * (AllGather + ReduceScatter of B D act_bytes) over the slice. Over S GPU nodes, n is one
+    node's chips (the nodes run in turn), plus t_send = (S - 1) B D act_bytes / W_dcn: more HBM, no faster step.
 
     Args:
         model: a `TransformerConfig` or a preset name.
@@ -399,8 +396,7 @@ def prefill_step(
 ) -> PrefillStep:
     """A prefill's roofline and expected time, the training step's efficiencies applied to one forward pass.
 
-    With e = the chip's `efficiency.Efficiency` (or `calibration`'s), n chips,
-    B T tokens, P p_w weight bytes:
+    With e = the chip's `efficiency.Efficiency` (or `calibration`'s), n chips, B T tokens, P p_w weight bytes:
         weight matmuls  max(F_mm / (n e.matmul C), P p_w / (n e.hbm W))
         attention       F_att / (n e.attention_forward C)   (causal)
         elementwise     `overheads.elementwise_bytes_per_token` x B T L
@@ -408,14 +404,12 @@ def prefill_step(
         kernels         `overheads.kernels_per_layer` x L x e.kernel_s
         collectives     L x 2 x (AllGather + ReduceScatter of B T D):
                         bandwidth time and fixed cost per call
-    `roofline_s` is the bound: max(F / (n C), P p_w / (n W), collectives). The expected time adds the
-    tensor-parallel collectives to the compute rather than hiding them (a layer's matmul waits on its
-    gather), so on a slice whose collectives are long it can be near twice the bound.
-    Book: Part 7, "Prefill" (compute-bound above the critical batch); Part 8 (time to first token).
+    and over GPU nodes in a pipeline (n is one node's chips) the sends between them. `roofline_s` is the
+    bound, max(F / (n C), P p_w / (n W), collectives); the expected time adds the collectives to the
+    compute (a layer's matmul waits on its gather). Book: Part 7, "Prefill"; Part 8 (time to first token).
 
     Raises:
-        ValueError: unknown model, chip or dtype; n_chips no slice of the chip offers; a prompt longer
-            than the model's positions.
+        ValueError: unknown model, chip or dtype; n_chips no slice offers; a prompt beyond the model's positions.
     """
     cfg, hw = get_model(model), with_calibration(chip, calibration)
     n, stages = _stages(hw, n_chips)  # n: the chips of one stage; GPU nodes in a pipeline run in turn
@@ -431,6 +425,8 @@ def prefill_step(
     elementwise = overheads.elementwise_bytes_per_token(cfg, tensor=n, activation_dtype=activation_dtype)
     matmul_s = max(t_matmul / eff.matmul, t_weights / eff.hbm)
     ici_bandwidth, kernels_s = ici_bandwidth / eff.ici, overheads.kernels_per_layer(cfg) * cfg.n_layers * eff.kernel_s
+    sends = overheads.StepTerm(name="sends between nodes", seconds=tokens * send_bandwidth + send_latency,
+                               how="(S - 1) B T D between pipelined nodes at the network's achieved rate")  # fmt: skip
     terms = (
         overheads.StepTerm(name="matmul FLOPs at peak", seconds=t_matmul, how="B T weight-matmul FLOPs / (n C)"),
         overheads.StepTerm(name="matmuls at the achieved rate", seconds=matmul_s - t_matmul,
@@ -444,9 +440,7 @@ def prefill_step(
                            how="overheads.kernels_per_layer x L x efficiency.kernel_s"),
         overheads.StepTerm(name="tensor-parallel collectives", seconds=ici_bandwidth + ici_latency,
                            how="L x 2 x (AllGather + ReduceScatter of B T D): bandwidth and fixed cost per call"),
-    ) + ((overheads.StepTerm(name="sends between nodes", seconds=tokens * send_bandwidth + send_latency,
-                             how="(S - 1) B T D between pipelined nodes at the network's achieved rate"),)
-         if stages > 1 else ())  # fmt: skip
+    ) + ((sends,) if stages > 1 else ())  # fmt: skip
     return PrefillStep(tokens=tokens, n_chips=n_chips, t_matmul=t_matmul, t_attention=t_attention,
                        t_weights=t_weights, t_ici=t_ici + tokens * send, terms=terms)  # fmt: skip
 

@@ -207,7 +207,7 @@ def step_collectives(
     pb, ab = checks.dtype_bytes(dtypes.param_dtype), checks.dtype_bytes(dtypes.activation_dtype)
     m, layers = layout.microbatches, stage_layers(cfg, layout)
     stage_bytes = cfg.param_count() * pb * layers / cfg.n_layers
-    held = (cfg.param_count() - cfg.routed_expert_params * (1 - 1 / layout.expert)) * pb / cfg.n_layers
+    held = cfg.params_held(layout.expert) * pb / cfg.n_layers
     shard_tokens = batch_tokens / layout.batch_shards
     micro_bytes = shard_tokens / m * cfg.d_model * ab
     kv_bytes = shard_tokens * layout.context / m * cfg.kv_values_per_token_layer * ab / layout.tensor

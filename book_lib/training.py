@@ -18,6 +18,7 @@ import pathlib
 from dataclasses import dataclass
 
 from book_lib import bounds, checks, overheads
+from book_lib.breakdowns import MemoryBytes
 from book_lib.efficiency import Calibration
 from book_lib.hardware import Chip, with_calibration
 from book_lib.models import get_model
@@ -34,6 +35,7 @@ __all__ = [
     "optimizer_state_bytes_per_param",
     "optimizer_update_bytes_per_param",
     "zero_memory_per_chip",
+    "zero_divisors",
     "step_time",
     "memory_per_chip",
 ]
@@ -107,9 +109,7 @@ def zero_memory_per_chip(
         ValueError: a negative size, n_data not a count, stage not 0 to 3, unknown optimizer or dtype.
     """
     params = checks.non_negative("param_count", param_count)
-    n = checks.count("n_data", n_data)
-    if stage not in (0, 1, 2, 3) or isinstance(stage, bool):
-        raise ValueError(f"stage={stage!r}: not a ZeRO stage; allowed: 0, 1, 2, 3")
+    divisors = zero_divisors(stage=stage, n_data=n_data)
     state = optimizer_state_bytes_per_param(
         optimizer=optimizer, optimizer_dtype=optimizer_dtype, master_dtype=master_dtype
     )
@@ -118,8 +118,7 @@ def zero_memory_per_chip(
         params * (0.0 if grad_dtype is None else checks.dtype_bytes(grad_dtype, "grad_dtype")),
         params * state,
     ]
-    cut = {0: (), 1: (2,), 2: (1, 2), 3: (0, 1, 2)}[stage]
-    p, g, o = (size / n if i in cut else size for i, size in enumerate(sizes))
+    p, g, o = (size / d for size, d in zip(sizes, divisors, strict=True))
     return MemoryPerChip(params_bytes=p, grads_bytes=g, optimizer_bytes=o, activations_bytes=0.0, hbm_bytes=None)
 
 
@@ -293,8 +292,22 @@ def _weight_shards(cfg: TransformerConfig, layout: Layout) -> float:
     largest pipeline stage holds more than L / S layers, and less under expert parallelism, which
     shards only the routed experts (the rest is whole on each of its chips)."""
     shards = layout.weight_shards * cfg.n_layers / (stage_layers(cfg, layout) * layout.pipeline)
-    held = cfg.param_count() - cfg.routed_expert_params * (1 - 1 / layout.expert)
-    return shards * cfg.param_count() / (held * layout.expert)
+    return shards * cfg.param_count() / (cfg.params_held(layout.expert) * layout.expert)
+
+
+def zero_divisors(*, stage: int, n_data: int) -> tuple[int, int, int]:
+    """What ZeRO `stage` divides by its `n_data` data-parallel chips: (parameters, gradients, optimizer state).
+
+    Stage 1 divides the optimizer state, 2 the gradients too, 3 (FSDP) the parameters too; 0 nothing.
+    Book: Part 5, Appendix A (the ZeRO figure).
+
+    Raises:
+        ValueError: stage not 0 to 3, n_data not a count.
+    """
+    if stage not in (0, 1, 2, 3) or isinstance(stage, bool):
+        raise ValueError(f"stage={stage!r}: not a ZeRO stage; allowed: 0, 1, 2, 3")
+    n = checks.count("n_data", n_data)
+    return (n if stage >= 3 else 1, n if stage >= 2 else 1, n if stage >= 1 else 1)
 
 
 def step_time(
@@ -388,7 +401,7 @@ def _work(
         ),
         activation_dtype=dtypes.activation_dtype,
         weight_copies=_weight_shards(cfg, layout),
-        update_shards=layout.data if layout.zero else 1,
+        update_shards=zero_divisors(stage=layout.zero, n_data=layout.data)[2],
         attention_share=forward.attention_flops / forward.total_flops,
         microbatches=layout.microbatches,
         param_bytes=checks.dtype_bytes(dtypes.param_dtype, "param_dtype"),
@@ -401,27 +414,17 @@ def _work(
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class MemoryPerChip:
-    """HBM one chip needs for a training step, by kind (bytes).
+class MemoryPerChip(MemoryBytes):
+    """HBM one chip needs for a training step, by kind (bytes): a `breakdowns.MemoryBytes` and the chip's HBM.
 
     params, grads, optimizer = the whole model's / (fsdp tensor pipeline expert) (ZeRO-3 under FSDP);
     activations = batch_tokens L c D bytes / N (checkpoints split over every chip).
 
     Attributes:
-        params_bytes, grads_bytes, optimizer_bytes, activations_bytes: per chip (bytes).
         hbm_bytes: the chip's HBM (bytes), None where no chip is set (`zero_memory_per_chip`).
     """
 
-    params_bytes: float
-    grads_bytes: float
-    optimizer_bytes: float
-    activations_bytes: float
     hbm_bytes: float | None
-
-    @property
-    def total_bytes(self) -> float:
-        """params + grads + optimizer + activations (bytes)."""
-        return self.params_bytes + self.grads_bytes + self.optimizer_bytes + self.activations_bytes
 
     @property
     def fits(self) -> bool | None:
@@ -474,11 +477,11 @@ def memory_per_chip(
         checkpoints_per_layer=checkpoints_per_layer if remat == "checkpoints" else None,
     )
     # the largest stage's share of the weights, when the layers do not split evenly over the stages
-    shards = _weight_shards(cfg, layout)
+    shards, (_, by_grads, by_state) = _weight_shards(cfg, layout), zero_divisors(stage=layout.zero, n_data=layout.data)
     return MemoryPerChip(
         params_bytes=total.params_bytes / shards,
-        grads_bytes=total.grads_bytes / shards / (layout.data if layout.zero >= 2 else 1),
-        optimizer_bytes=total.optimizer_bytes / shards / (layout.data if layout.zero >= 1 else 1),
+        grads_bytes=total.grads_bytes / shards / by_grads,
+        optimizer_bytes=total.optimizer_bytes / shards / by_state,
         activations_bytes=total.activations_bytes / layout.n_chips * _in_flight(layout),
         hbm_bytes=pl.chip.hbm_bytes,
     )

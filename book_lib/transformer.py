@@ -335,6 +335,16 @@ class TransformerConfig:
         """
         return self.moe_layers * self.n_experts * self.mlp_matrices * self.d_model * self.expert_d_ff
 
+    def params_held(self, expert: int = 1) -> float:
+        """Weights one chip of an `expert`-way expert-parallel group holds, before any other sharding
+        (count): P - routed (1 - 1 / expert), every weight but the routed experts, and 1 / expert of
+        those. Book: Part 12 (expert parallelism); Part 5 (what a chip holds).
+
+        Raises:
+            ValueError: expert not a count.
+        """
+        return self.param_count() - self.routed_expert_params * (1 - 1 / checks.count("expert", expert))
+
     @property
     def value_head_dim(self) -> int:
         """Width of one value head: v_head_dim, or head_dim when none is set (count)."""

@@ -468,3 +468,21 @@ def test_a_zero_stage_the_data_degree_does_not_have_is_refused():
     with pytest.raises(ValueError, match=r"^layout.zero=3: not a ZeRO stage of the data degree; allowed: 0, 1, 2 "
                                          r"\(ZeRO-3 is layout.fsdp\)"):  # fmt: skip
         Layout(data=8, zero=3)
+
+
+def test_one_rule_divides_by_zero_stage_and_one_counts_what_an_expert_chip_holds():
+    assert [training.zero_divisors(stage=s, n_data=8) for s in range(4)] == [
+        (1, 1, 1), (1, 1, 8), (1, 8, 8), (8, 8, 8)
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match=r"^stage=4: not a ZeRO stage"):
+        training.zero_divisors(stage=4, n_data=8)
+    # ZeRO-2 in a layout divides as zero_memory_per_chip's stage 2 does
+    layout = Layout(data=8, zero=2)
+    mem = training.memory_per_chip("llama-3-8b", "h100", layout, batch_tokens=8 * 4096)
+    whole = training.memory_per_chip("llama-3-8b", "h100", Layout(data=8), batch_tokens=8 * 4096)
+    assert (mem.params_bytes, mem.grads_bytes * 8, mem.optimizer_bytes * 8) == pytest.approx(
+        (whole.params_bytes, whole.grads_bytes, whole.optimizer_bytes)
+    )
+    mixtral = get_model("mixtral-8x7b")
+    assert mixtral.params_held(8) == pytest.approx(mixtral.param_count() - mixtral.routed_expert_params * 7 / 8)
+    assert mixtral.params_held() == mixtral.param_count()
