@@ -1,7 +1,8 @@
 """What a chip achieves, as fractions of its datasheet: the measured rates behind every expected time.
 
 A roofline divides FLOPs by the peak and bytes by the datasheet bandwidth. No program reaches either:
-a large bf16 GEMM runs at 78-86 % of a GPU's peak, a flash-attention kernel at 50-73 %, every kernel
+a bf16 GEMM sustains 63-71 % of a Blackwell's or Hopper's peak at its power limit, a flash-attention
+kernel reaches 45-73 % per pass, every kernel
 a GPU launches costs a few microseconds whatever it does, and NCCL's kernels take SMs from the matmuls
 they overlap. `Efficiency` holds one chip's figures, each with the benchmark or paper that measured
 it and the words that state it; `hardware.Chip.efficiency` carries it beside the chip's datasheet.
@@ -74,6 +75,12 @@ _MAMF = (
     '("Maximum Achievable Matmul FLOPS comparison table", the mean of 100 iterations at the best of a sweep of '
     "GEMM shapes: "
 )
+_MSMF = (
+    "https://github.com/stas00/ml-engineering/blob/master/compute/accelerator/benchmarks/README.md "
+    "(mamf-finder's MSMF, 'the power-saturated, sustained rate that matches real training throughput', bf16, "
+    "'All 8 GPUs x 5 rounds (n=40)', every GPU of the node computing at once: "
+)
+_H200_MSMF = _MSMF + "H200, 698.6 of 989 TFLOPS, 70.6%, where the burst MAMF was 823.9)"
 _FA2 = (
     "https://arxiv.org/abs/2307.08691 (FlashAttention-2, Dao 2023, A100 80GB SXM4, head dim 64 and 128, "
     "sequences 512 to 16k: 'reaching up to 73% of the theoretical max throughput in the forward pass, and up "
@@ -269,7 +276,8 @@ _BACKWARD = (
 )
 A100 = _cited(
     {
-        "matmul": _MAMF + "A100 SXM, bf16, 271.2 of 312 TFLOPS, 86.9%)",
+        "matmul": _MAMF + "A100 SXM, bf16, 271.2 of 312 TFLOPS, 86.9%; a burst: no sustained A100 rate, the "
+        "MSMF the Hopper and Blackwell figures are, is published in our sources)",
         "attention_forward": _FA2 + ")",
         "attention_backward": _FA2 + _BACKWARD + ")",
         **_GPU_COMMON,
@@ -287,23 +295,20 @@ A100_PCIE = dataclasses.replace(
 )
 HOPPER = _cited(
     {
-        "matmul": _MAMF + "H100 SXM, bf16, 794.5 of 989 TFLOPS, 80.3%, 'H200 is the same')",
+        "matmul": _H200_MSMF + "; on the H100 the H200's stands in, as MAMF's table lists the H200 as the same: "
+        "the same GH100 chip at the same 700 W",
         "matmul_fp8": _MAMF + "H100 SXM, float8_e4m3fn, 1402.6 of 1979 TFLOPS, 70.9%)",
         "attention_forward": _FA3 + "forward, causal, 602 TFLOPs/s of 989, 60.9%)",
         "attention_backward": _FA3 + "backward, 559 TFLOPs/s of 989, 56.5%" + _BACKWARD + ")",
         **_GPU_COMMON,
         "dcn": _NICS_DGX + "'NVL4 + 8x 400Gb RDMA' (DGX H100) 380 of 8 x 50 GB/s, 95%)",
     },
-    matmul=794.5 / 989, matmul_fp8=1402.6 / 1979, attention_forward=602 / 989,
+    matmul=698.6 / 989, matmul_fp8=1402.6 / 1979, attention_forward=602 / 989,
     attention_backward=559 / 989 * 2 / 2.5, **{**_GPU_FIXED, "dcn": 380 / 400},
 )  # fmt: skip
+_H200_OWN = {"matmul": _H200_MSMF, "matmul_fp8": _MAMF + "H200 SXM, float8_e4m3fn, 1453.4 of 1979 TFLOPS, 73.4%)"}
 H200 = dataclasses.replace(
-    HOPPER,
-    matmul_fp8=1453.4 / 1979,
-    sources=tuple(
-        (n, _MAMF + "H200 SXM, float8_e4m3fn, 1453.4 of 1979 TFLOPS, 73.4%)" if n == "matmul_fp8" else s)
-        for n, s in HOPPER.sources
-    ),
+    HOPPER, matmul_fp8=1453.4 / 1979, sources=tuple((n, _H200_OWN.get(n, s)) for n, s in HOPPER.sources)
 )
 _FA4 = (
     "https://arxiv.org/abs/2603.05451 (FlashAttention-4, B200, BF16, head dims 64 and 128, sequences 1k to 32k: "
@@ -318,7 +323,7 @@ _FA4_BACKWARD = (
 )
 B200 = _cited(
     {
-        "matmul": _MAMF + "B200 SXM, bf16, 1745.0 of 2250 TFLOPS, 77.6%)",
+        "matmul": _MSMF + "B200, 1426.4 of 2250 TFLOPS, 63.4%, where the burst MAMF was 1751.2)",
         "matmul_fp8": _MAMF + "B200 SXM, float8_e4m3fn, 3432.5 of 4500 TFLOPS, 76.3%)",
         "attention_forward": _FA4,
         "attention_backward": _FA4_BACKWARD,
@@ -326,7 +331,7 @@ B200 = _cited(
         "ici": f"{_NETWORK} (8x B200, nccl=2.27.7, 8GiB all-reduce with NVLS off, the ring: 682.2GBps busbw of "
         "NVLink 5's 900)",
     },
-    matmul=1745.0 / 2250, matmul_fp8=3432.5 / 4500, attention_forward=1613 / 2250,
+    matmul=1426.4 / 2250, matmul_fp8=3432.5 / 4500, attention_forward=1613 / 2250,
     attention_backward=1237 / 2250 * 2 / 2.5, **{**_GPU_FIXED, "ici": 682.2 / 900},
 )  # fmt: skip
 

@@ -35,14 +35,18 @@ def test_every_gpu_cites_a_measurement_for_each_figure_and_no_figure_claims_the_
             assert eff.source("matmul").startswith("https://docs.jax.dev/"), name
             assert ("stands in" in eff.source("matmul")) == (name != "tpu-v5e"), name
             continue
-        assert 0.7 < eff.matmul < 0.9 and eff.kernel_s > 0 and eff.overlap_slowdown > 0, name
+        assert 0.6 < eff.matmul < 0.9 and eff.kernel_s > 0 and eff.overlap_slowdown > 0, name
         for figure in ("matmul", "attention_forward", "attention_backward", "kernel_s", "overlap_slowdown", "ici"):
             assert eff.source(figure).startswith("https://"), (name, figure)
-    # the H100's bf16 GEMMs reach MAMF's 794.5 of 989 TFLOP/s, its fp8 GEMMs 1402.6 of 1979
+    # Hopper's bf16 GEMMs run at the rate a full H200 node sustains (MSMF, 698.6 of 989 TFLOP/s), not the
+    # burst best (MAMF); its fp8 GEMMs at MAMF's 1402.6 of 1979, no sustained fp8 figure being published
     h100 = get_chip("h100").efficiency
-    assert h100.matmul_for("bf16") == pytest.approx(794.5 / 989) and h100.matmul_for("fp8") == pytest.approx(
+    assert h100.matmul_for("bf16") == pytest.approx(698.6 / 989) and h100.matmul_for("fp8") == pytest.approx(
         1402.6 / 1979
     )
+    assert "sustained" in h100.source("matmul") and "stands in" in h100.source("matmul")
+    assert get_chip("b200").efficiency.matmul == pytest.approx(1426.4 / 2250)
+    assert get_chip("a100").efficiency.matmul == pytest.approx(271.2 / 312)  # no sustained A100 figure
 
 
 def test_an_efficiency_outside_its_range_or_without_a_source_is_refused():
