@@ -228,7 +228,7 @@ def shape_efficiency(cfg: TransformerConfig, chip: Chip, *, tensor: int, tokens:
 
     Each weight matrix [P, Q] as one chip holds it (`tensor` cuts the wide dim) meets M = `tokens` rows
     in three GEMMs, the forward and the backward's two, all with the dims {M, P, Q}, so one factor
-    f = `efficiency.Efficiency.shape_factor`(M, P, Q) from the chip's measured sweep. Weighted by FLOPs,
+    f = `efficiency.Efficiency.shape_factor` of (M, P, Q) from the chip's measured sweep. Weighted by FLOPs,
     the step's matmuls take sum(F / f) / sum(F) times as long: efficiency = sum(F) / sum(F / f).
     1 where the chip has no published sweep (every GEMM at the best shape's rate).
     Book: Part 1 (arithmetic intensity); Part 10 (block shapes).
