@@ -80,6 +80,24 @@ _MSMF = (
     "(mamf-finder's MSMF, 'the power-saturated, sustained rate that matches real training throughput', bf16, "
     "'All 8 GPUs x 5 rounds (n=40)', every GPU of the node computing at once: "
 )
+# OpenXLA's GPU cost model measures GEMMs over shapes; its square bf16 rows (b = 1, m = n = k), TFLOP/s.
+_XLA_TABLE = (
+    "; its shapes from OpenXLA's measured GEMM table, xla/service/gpu/model/matmul_interpolator_data.h "
+    "(ROCm/xla ea2c45f2ca, 2026-07-31, 'update matmul interpolator table'), key '{key}', bf16 x bf16 -> bf16, "
+    "b = 1, m = n = k of 256 to 4096: {rates} TFLOP/s, read relative to the 4096 row"
+)
+_SM90_SQUARES = ((256, 6.72), (512, 43.6), (1024, 252.8), (2048, 641.0), (4096, 780.2))
+_SM100_SQUARES = ((256, 6.77), (512, 48.5), (1024, 288.0), (2048, 985.8), (4096, 1416.9))
+
+
+def _xla_shapes(key: str, squares: tuple[tuple[int, float], ...], peak_tflops: float) -> tuple[str, Any]:
+    """The words citing OpenXLA's table for `key`, and its square rows as a `matmul_sweep` (ratios of peak)."""
+    words = _XLA_TABLE.format(key=key, rates=", ".join(f"{r:g}" for _, r in squares))
+    return words, tuple((side, tflops / peak_tflops) for side, tflops in squares)
+
+
+_SM90_WORDS, _SM90_SWEEP = _xla_shapes("sm_90", _SM90_SQUARES, 989)
+_SM100_WORDS, _SM100_SWEEP = _xla_shapes("sm_100_B200", _SM100_SQUARES, 2250)
 _H200_MSMF = _MSMF + "H200, 698.6 of 989 TFLOPS, 70.6%, where the burst MAMF was 823.9)"
 _FA2 = (
     "https://arxiv.org/abs/2307.08691 (FlashAttention-2, Dao 2023, A100 80GB SXM4, head dim 64 and 128, "
@@ -296,7 +314,7 @@ A100_PCIE = dataclasses.replace(
 HOPPER = _cited(
     {
         "matmul": _H200_MSMF + "; on the H100 the H200's stands in, as MAMF's table lists the H200 as the same: "
-        "the same GH100 chip at the same 700 W",
+        "the same GH100 chip at the same 700 W" + _SM90_WORDS,
         "matmul_fp8": _MAMF + "H100 SXM, float8_e4m3fn, 1402.6 of 1979 TFLOPS, 70.9%)",
         "attention_forward": _FA3 + "forward, causal, 602 TFLOPs/s of 989, 60.9%)",
         "attention_backward": _FA3 + "backward, 559 TFLOPs/s of 989, 56.5%" + _BACKWARD + ")",
@@ -304,9 +322,12 @@ HOPPER = _cited(
         "dcn": _NICS_DGX + "'NVL4 + 8x 400Gb RDMA' (DGX H100) 380 of 8 x 50 GB/s, 95%)",
     },
     matmul=698.6 / 989, matmul_fp8=1402.6 / 1979, attention_forward=602 / 989,
-    attention_backward=559 / 989 * 2 / 2.5, **{**_GPU_FIXED, "dcn": 380 / 400},
+    attention_backward=559 / 989 * 2 / 2.5, **{**_GPU_FIXED, "dcn": 380 / 400}, matmul_sweep=_SM90_SWEEP,
 )  # fmt: skip
-_H200_OWN = {"matmul": _H200_MSMF, "matmul_fp8": _MAMF + "H200 SXM, float8_e4m3fn, 1453.4 of 1979 TFLOPS, 73.4%)"}
+_H200_OWN = {
+    "matmul": _H200_MSMF + _SM90_WORDS,
+    "matmul_fp8": _MAMF + "H200 SXM, float8_e4m3fn, 1453.4 of 1979 TFLOPS, 73.4%)",
+}
 H200 = dataclasses.replace(
     HOPPER, matmul_fp8=1453.4 / 1979, sources=tuple((n, _H200_OWN.get(n, s)) for n, s in HOPPER.sources)
 )
@@ -323,7 +344,7 @@ _FA4_BACKWARD = (
 )
 B200 = _cited(
     {
-        "matmul": _MSMF + "B200, 1426.4 of 2250 TFLOPS, 63.4%, where the burst MAMF was 1751.2)",
+        "matmul": _MSMF + "B200, 1426.4 of 2250 TFLOPS, 63.4%, where the burst MAMF was 1751.2)" + _SM100_WORDS,
         "matmul_fp8": _MAMF + "B200 SXM, float8_e4m3fn, 3432.5 of 4500 TFLOPS, 76.3%)",
         "attention_forward": _FA4,
         "attention_backward": _FA4_BACKWARD,
@@ -332,7 +353,7 @@ B200 = _cited(
         "NVLink 5's 900)",
     },
     matmul=1426.4 / 2250, matmul_fp8=3432.5 / 4500, attention_forward=1613 / 2250,
-    attention_backward=1237 / 2250 * 2 / 2.5, **{**_GPU_FIXED, "ici": 682.2 / 900},
+    attention_backward=1237 / 2250 * 2 / 2.5, **{**_GPU_FIXED, "ici": 682.2 / 900}, matmul_sweep=_SM100_SWEEP,
 )  # fmt: skip
 
 

@@ -121,11 +121,12 @@ def test_matmuls_at_their_shapes_cost_time_only_where_a_sweep_was_measured():
         < 0.5
         < shape_efficiency(cfg, ironwood, tensor=1, tokens=8192)
     )
-    assert shape_efficiency(cfg, get_chip("h100"), tensor=16, tokens=8192) == 1.0
+    assert shape_efficiency(cfg, get_chip("a100"), tensor=16, tokens=8192) == 1.0
 
     def term(chip, layout):
         step = training.step_time(cfg, chip, layout, batch_tokens=2**20, seq_len=8192)
         return dict((t.name, t.seconds) for t in step.terms)["matmuls at their own shapes' rate"]
 
     assert term(ironwood, Layout(fsdp=16, tensor=16)) > term(ironwood, Layout(fsdp=256)) > 0
-    assert term(get_chip("h100"), Layout(fsdp=32, tensor=8)) == 0
+    assert term(get_chip("a100"), Layout(fsdp=32, tensor=8)) == 0
+    assert term(get_chip("h100"), Layout(fsdp=32, tensor=8)) > 0  # OpenXLA's sm_90 table
