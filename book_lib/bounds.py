@@ -28,9 +28,11 @@ from dataclasses import dataclass
 
 from book_lib import checks, roofline, topology
 from book_lib.hardware import Chip, get_chip
+from book_lib.parallelism import SCHEMES
 
 __all__ = [
     "STRATEGIES",
+    "STRATEGY_DEGREES",
     "ici_axis_bytes_per_s",
     "compute_bound_batch_per_chip",
     "max_tensor_parallelism",
@@ -48,7 +50,10 @@ __all__ = [
     "layer_costs",
 ]
 
-STRATEGIES = ("dp", "fsdp", "tp", "fsdp+tp")
+# The text's schemes whose bounds this module gives, each the `parallelism.Layout` degrees it shards over,
+# spelled in `parallelism.SCHEMES`' words: ("dp", "fsdp", "tp", "fsdp+tp").
+STRATEGY_DEGREES = (("data",), ("fsdp",), ("tensor",), ("fsdp", "tensor"))
+STRATEGIES = tuple("+".join(SCHEMES[degree].lower() for degree in degrees) for degrees in STRATEGY_DEGREES)
 
 
 # ----- the text's bounds -----------------------------------------------------------------------------

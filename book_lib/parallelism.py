@@ -35,15 +35,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from types import MappingProxyType
 
 from book_lib import checks, topology
 from book_lib.hardware import Chip, get_chip
 
-__all__ = ["DEGREES", "Layout", "StepDtypes", "Placement", "place"]
+__all__ = ["DEGREES", "SCHEMES", "Layout", "StepDtypes", "Placement", "place"]
 
 # The degrees of a Layout, innermost (fastest links) first; "data" last, since it may cross pods.
 DEGREES = ("tensor", "expert", "context", "pipeline", "fsdp", "data")
-_LABELS = {"data": "DP", "fsdp": "FSDP", "tensor": "TP", "pipeline": "PP", "context": "CP", "expert": "EP"}
+# Each degree's scheme as the text names it: the one vocabulary `Layout.label`, the planner's table and
+# `bounds.STRATEGIES` ("dp", "fsdp+tp") are written in.
+SCHEMES = MappingProxyType(
+    {"data": "DP", "fsdp": "FSDP", "tensor": "TP", "pipeline": "PP", "context": "CP", "expert": "EP"}
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,7 +100,7 @@ class Layout:
     def label(self) -> str:
         """The strategy it amounts to: "DP", "FSDP", "FSDP+TP", "FSDP+TP+PP", ... ("one chip")."""
         order = ("data", "fsdp", "tensor", "pipeline", "context", "expert")
-        parts = [_LABELS[name] for name in order if getattr(self, name) > 1]
+        parts = [SCHEMES[name] for name in order if getattr(self, name) > 1]
         if self.zero and self.data > 1:
             parts[0] = f"DP (ZeRO-{self.zero})"
         return "+".join(parts) or "one chip"

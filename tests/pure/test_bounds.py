@@ -183,3 +183,13 @@ BAD = [
 def test_bad_input_names_argument_value_and_what_is_allowed(call, start):
     with pytest.raises(ValueError, match=start):
         call()
+
+
+def test_the_texts_schemes_are_spelled_from_one_table_of_layout_degrees():
+    from book_lib.parallelism import SCHEMES, Layout
+
+    assert bounds.STRATEGIES == ("dp", "fsdp", "tp", "fsdp+tp")
+    for strategy, degrees in zip(bounds.STRATEGIES, bounds.STRATEGY_DEGREES, strict=True):
+        # the planner's label of a layout sharded over those degrees is the same scheme
+        assert Layout(**dict.fromkeys(degrees, 2)).label.lower() == strategy
+    assert set(SCHEMES) == {"data", "fsdp", "tensor", "pipeline", "context", "expert"}
