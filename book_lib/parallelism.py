@@ -100,10 +100,17 @@ class Layout:
     def label(self) -> str:
         """The strategy it amounts to: "DP", "FSDP", "FSDP+TP", "FSDP+TP+PP", ... ("one chip")."""
         order = ("data", "fsdp", "tensor", "pipeline", "context", "expert")
-        parts = [SCHEMES[name] for name in order if getattr(self, name) > 1]
-        if self.zero and self.data > 1:
-            parts[0] = f"DP (ZeRO-{self.zero})"
-        return "+".join(parts) or "one chip"
+        return "+".join(self.scheme(name) for name in order if getattr(self, name) > 1) or "one chip"
+
+    def scheme(self, degree: str) -> str:
+        """The scheme a degree runs, as the text names it (`SCHEMES`): "TP", "FSDP", ...; "DP (ZeRO-1)" for
+        the data degree under `zero`.
+
+        Raises:
+            ValueError: degree not one of `DEGREES`.
+        """
+        name = SCHEMES[checks.one_of("degree", degree, DEGREES)]
+        return f"{name} (ZeRO-{self.zero})" if degree == "data" and self.zero else name
 
     @property
     def weight_shards(self) -> int:

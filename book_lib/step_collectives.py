@@ -22,7 +22,7 @@ from book_lib import checks, collectives
 from book_lib.parallelism import Layout, Placement, StepDtypes
 from book_lib.transformer import TransformerConfig
 
-__all__ = ["CollectiveCost", "stage_layers", "step_collectives"]
+__all__ = ["CollectiveCost", "StepShape", "stage_layers", "step_collectives", "step_shape"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,7 +33,7 @@ class CollectiveCost:
     (a one-hop send for the pipeline's "permute").
 
     Attributes:
-        name: what moves ("FSDP weight all-gather", "TP activation reduce-scatter", ...).
+        name: the degree's scheme and what moves ("FSDP weight all-gather", "TP activation reduce-scatter").
         op: "all_gather", "reduce_scatter", "all_reduce" or "permute".
         phase: "forward" or "backward".
         axes: the degrees of the layout it runs over ("fsdp", "tensor", ...; "pod" over DCN).
@@ -68,6 +68,68 @@ class CollectiveCost:
     def expected_s(self) -> float:
         """calls * (bandwidth_s + latency_s): every call pays both, one after another (s)."""
         return self.calls * (self.bandwidth_s + self.latency_s)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepShape:
+    """What one training step is, worked out once (`step_shape`); the step's FLOPs, collectives and
+    expected-time terms (`training.step_time`) all read it.
+
+    Attributes:
+        cfg: the model.
+        placement: the layout on its chips (`parallelism.place`).
+        dtypes: the step's dtypes.
+        batch_tokens: tokens of the whole step, B (count).
+        seq_len: tokens of one sequence (count).
+        layers: layers of the busiest pipeline stage, ceil(L / S) (`stage_layers`) (count).
+        virtual_stages: each chip's chunks of an interleaved pipeline, v (count).
+        shard_tokens: tokens of one batch shard, B / (data fsdp context expert) (count).
+        microbatch_tokens: tokens one chip's matmuls multiply at once, shard_tokens context / M (count).
+        held_params: parameters of one copy of the weights an expert group holds
+            (`TransformerConfig.params_held`) (count).
+        model_flops: the model FLOPs of one chip, flops_per_token(seq_len, training, causal) B / N (FLOPs).
+    """
+
+    cfg: TransformerConfig
+    placement: Placement
+    dtypes: StepDtypes
+    batch_tokens: int
+    seq_len: int
+    layers: int
+    virtual_stages: int
+    shard_tokens: float
+    microbatch_tokens: float
+    held_params: float
+    model_flops: float
+
+    @property
+    def layout(self) -> Layout:
+        """The placement's layout."""
+        return self.placement.layout
+
+
+def step_shape(
+    cfg: TransformerConfig, pl: Placement, *, batch_tokens: int, seq_len: int, virtual_stages: int, dtypes: StepDtypes
+) -> StepShape:
+    """The `StepShape` of `batch_tokens` tokens in sequences of `seq_len` on `pl` (checked by `training.step_time`).
+
+    Raises:
+        ValueError: virtual_stages not a count that divides the busiest stage's layers.
+    """
+    layout, layers = pl.layout, stage_layers(cfg, pl.layout)
+    v = checks.count("virtual_stages", virtual_stages)
+    if v > 1 and layers % v:
+        raise ValueError(
+            f"virtual_stages={v!r}: does not divide the {layers} layers of a stage; allowed: a divisor of {layers}"
+        )
+    shard_tokens = batch_tokens / layout.batch_shards
+    return StepShape(
+        cfg=cfg, placement=pl, dtypes=dtypes, batch_tokens=int(batch_tokens), seq_len=int(seq_len), layers=layers,
+        virtual_stages=v, shard_tokens=shard_tokens,
+        microbatch_tokens=shard_tokens * layout.context / layout.microbatches,
+        held_params=cfg.params_held(layout.expert),
+        model_flops=cfg.flops_per_token(seq_len, training=True, causal=True) * batch_tokens / layout.n_chips,
+    )  # fmt: skip
 
 
 def stage_layers(cfg: TransformerConfig, layout: Layout) -> int:
@@ -110,9 +172,12 @@ def _spans(pl: Placement, degree: str) -> int:
 
 
 def _cost(
-    pl: Placement, name: str, op: str, phase: str, degree: str, v: float, calls: int, *, overlaps: bool = True
+    pl: Placement, what: str, op: str, phase: str, degree: str, v: float, calls: int, *, overlaps: bool = True
 ) -> CollectiveCost:
+    """One collective over a degree's chips, named by the degree's scheme (`Layout.scheme`; "pod" is the data
+    degree across pods) and `what` moves ("weight all-gather": "FSDP weight all-gather")."""
     seconds, bandwidth, latency = _call_s(op, v, pl, degree)
+    name = f"{pl.layout.scheme('data' if degree == 'pod' else degree)} {what}"
     return CollectiveCost(
         name=name, op=op, phase=phase, axes=(degree,), link=_link(pl, degree), array_bytes=v, calls=calls,
         seconds_per_call=seconds, bandwidth_s=bandwidth, latency_s=latency, overlaps=overlaps,
@@ -127,17 +192,17 @@ def _weight_collectives(pl: Placement, layer_bytes: float, layers: int) -> list[
     v = layer_bytes / lay.tensor  # one layer's weights on a chip's tensor shard, experts already cut by expert
     if pl.axes["fsdp"] or pl.dcn["fsdp"] > 1:
         out += [
-            _cost(pl, "FSDP weight all-gather", "all_gather", "forward", "fsdp", v, layers),
-            _cost(pl, "FSDP weight all-gather", "all_gather", "backward", "fsdp", v, layers),
-            _cost(pl, "FSDP gradient reduce-scatter", "reduce_scatter", "backward", "fsdp", v, layers),
+            _cost(pl, "weight all-gather", "all_gather", "forward", "fsdp", v, layers),
+            _cost(pl, "weight all-gather", "all_gather", "backward", "fsdp", v, layers),
+            _cost(pl, "gradient reduce-scatter", "reduce_scatter", "backward", "fsdp", v, layers),
         ]
     if pl.axes["data"] and lay.zero:
         out += [
-            _cost(pl, "ZeRO gradient reduce-scatter", "reduce_scatter", "backward", "data", v / lay.fsdp, layers),
-            _cost(pl, "ZeRO weight all-gather", "all_gather", "forward", "data", v / lay.fsdp, layers),
+            _cost(pl, "gradient reduce-scatter", "reduce_scatter", "backward", "data", v / lay.fsdp, layers),
+            _cost(pl, "weight all-gather", "all_gather", "forward", "data", v / lay.fsdp, layers),
         ]
     elif pl.axes["data"]:
-        out.append(_cost(pl, "DP gradient all-reduce", "all_reduce", "backward", "data", v / lay.fsdp, layers))
+        out.append(_cost(pl, "gradient all-reduce", "all_reduce", "backward", "data", v / lay.fsdp, layers))
     return out
 
 
@@ -148,13 +213,13 @@ def _activation_collectives(pl: Placement, micro_bytes: float, kv_bytes: float, 
     if pl.axes["tensor"]:
         for phase in ("forward", "backward"):
             for op, what in (("all_gather", "all-gather"), ("reduce_scatter", "reduce-scatter")):
-                out.append(_cost(pl, f"TP activation {what}", op, phase, "tensor", micro_bytes, 2 * layers * m,
+                out.append(_cost(pl, f"activation {what}", op, phase, "tensor", micro_bytes, 2 * layers * m,
                                  overlaps=False))  # fmt: skip
     if pl.axes["context"] or pl.dcn["context"] > 1:
         out += [
-            _cost(pl, "CP key/value all-gather", "all_gather", "forward", "context", kv_bytes, layers * m),
-            _cost(pl, "CP key/value all-gather", "all_gather", "backward", "context", kv_bytes, layers * m),
-            _cost(pl, "CP key/value reduce-scatter", "reduce_scatter", "backward", "context", kv_bytes, layers * m),
+            _cost(pl, "key/value all-gather", "all_gather", "forward", "context", kv_bytes, layers * m),
+            _cost(pl, "key/value all-gather", "all_gather", "backward", "context", kv_bytes, layers * m),
+            _cost(pl, "key/value reduce-scatter", "reduce_scatter", "backward", "context", kv_bytes, layers * m),
         ]
     return out
 
@@ -173,7 +238,7 @@ def _stage_and_pod_collectives(
         for phase, what in (("forward", "activations"), ("backward", "gradients")):
             out.append(
                 CollectiveCost(
-                    name=f"pipeline {what} send",
+                    name=f"{lay.scheme('pipeline')} {what} send",
                     op="permute",
                     phase=phase,
                     axes=("pipeline",),
@@ -191,31 +256,28 @@ def _stage_and_pod_collectives(
         shard = stage_bytes / in_pod
         if lay.zero:
             out += [
-                _cost(pl, "DCN ZeRO gradient reduce-scatter", "reduce_scatter", "backward", "pod", shard, 1),
-                _cost(pl, "DCN ZeRO weight all-gather", "all_gather", "forward", "pod", shard, 1),
+                _cost(pl, "gradient reduce-scatter over DCN", "reduce_scatter", "backward", "pod", shard, 1),
+                _cost(pl, "weight all-gather over DCN", "all_gather", "forward", "pod", shard, 1),
             ]
         else:
-            out.append(_cost(pl, "DCN gradient all-reduce", "all_reduce", "backward", "pod", shard, 1))
+            out.append(_cost(pl, "gradient all-reduce over DCN", "all_reduce", "backward", "pod", shard, 1))
     return out
 
 
-def step_collectives(
-    cfg: TransformerConfig, pl: Placement, batch_tokens: int, v: int, dtypes: StepDtypes
-) -> tuple[CollectiveCost, ...]:
-    """Every collective of a step (see `training.step_time`), sized from the batch and the step's dtypes."""
-    layout = pl.layout
-    pb, ab = checks.dtype_bytes(dtypes.param_dtype), checks.dtype_bytes(dtypes.activation_dtype)
-    m, layers = layout.microbatches, stage_layers(cfg, layout)
+def step_collectives(step: StepShape) -> tuple[CollectiveCost, ...]:
+    """Every collective of a step (see `training.step_time`), sized from its batch and dtypes."""
+    cfg, pl, layout, layers = step.cfg, step.placement, step.layout, step.layers
+    pb = checks.dtype_bytes(step.dtypes.param_dtype)
+    ab = checks.dtype_bytes(step.dtypes.activation_dtype)
     stage_bytes = cfg.param_count() * pb * layers / cfg.n_layers
-    held = cfg.params_held(layout.expert) * pb / cfg.n_layers
-    shard_tokens = batch_tokens / layout.batch_shards
-    micro_bytes = shard_tokens / m * cfg.d_model * ab
-    kv_bytes = shard_tokens * layout.context / m * cfg.kv_values_per_token_layer * ab / layout.tensor
+    micro_bytes = step.shard_tokens / layout.microbatches * cfg.d_model * ab
+    kv_bytes = step.microbatch_tokens * cfg.kv_values_per_token_layer * ab / layout.tensor
+    shared_bytes = (cfg.param_count() - cfg.routed_expert_params) * pb / cfg.n_layers
     return (
-        *_weight_collectives(pl, held, layers),
+        *_weight_collectives(pl, step.held_params * pb / cfg.n_layers, layers),
         *_activation_collectives(pl, micro_bytes, kv_bytes, layers),
-        *_expert_collectives(cfg, pl, micro_bytes, (cfg.param_count() - cfg.routed_expert_params) * pb / cfg.n_layers),
-        *_stage_and_pod_collectives(pl, micro_bytes / layout.tensor, stage_bytes, v),
+        *_expert_collectives(cfg, pl, micro_bytes, shared_bytes),
+        *_stage_and_pod_collectives(pl, micro_bytes / layout.tensor, stage_bytes, step.virtual_stages),
     )
 
 
@@ -232,10 +294,10 @@ def _expert_collectives(
     v = lay.expert * cfg.experts_per_token * micro_bytes / lay.tensor
     calls = 2 * moe_layers * lay.microbatches
     out = [
-        _cost(pl, "EP token dispatch and combine", "all_to_all", phase, "expert", v, calls, overlaps=False)
+        _cost(pl, "token dispatch and combine", "all_to_all", phase, "expert", v, calls, overlaps=False)
         for phase in ("forward", "backward")
     ]
     layers = stage_layers(cfg, lay)
-    out.append(_cost(pl, "EP-replica gradient all-reduce", "all_reduce", "backward", "expert",
+    out.append(_cost(pl, "replicas' gradient all-reduce", "all_reduce", "backward", "expert",
                      shared_bytes / (lay.tensor * lay.fsdp), layers))  # fmt: skip
     return out

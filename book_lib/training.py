@@ -24,7 +24,7 @@ from book_lib.hardware import Chip, with_calibration
 from book_lib.models import get_model
 from book_lib.overheads import REMAT_FORWARD_PASSES
 from book_lib.parallelism import Layout, Placement, StepDtypes, place
-from book_lib.step_collectives import CollectiveCost, stage_layers, step_collectives
+from book_lib.step_collectives import CollectiveCost, StepShape, stage_layers, step_collectives, step_shape
 from book_lib.transformer import TransformerConfig
 
 __all__ = [
@@ -264,21 +264,10 @@ class StepTime:
         return max(self.collectives, key=lambda c: c.total_s, default=None)
 
 
-def _virtual_stages(layers: int, virtual_stages: int) -> int:
-    """`virtual_stages` as a count that divides a stage's layers (each device's chunks of an interleaved pipeline)."""
-    v = checks.count("virtual_stages", virtual_stages)
-    if v > 1 and layers % v:
-        raise ValueError(
-            f"virtual_stages={v!r}: does not divide the {layers} layers of a stage; allowed: a divisor of {layers}"
-        )
-    return v
-
-
-def _step_flops(cfg: TransformerConfig, layout: Layout, batch_tokens: int, seq_len: int, remat: str) -> float:
-    """Training FLOPs of one chip of the busiest stage: flops_per_token B / N, times ceil(L / S) S / L when the
-    layers do not split evenly, times (3 + r) / 3 for r recomputed forward passes (`REMAT_FORWARD_PASSES`)."""
-    flops = cfg.flops_per_token(seq_len, training=True, causal=True) * batch_tokens / layout.n_chips
-    flops *= stage_layers(cfg, layout) * layout.pipeline / cfg.n_layers
+def _step_flops(step: StepShape, remat: str) -> float:
+    """Training FLOPs of one chip of the busiest stage: the model FLOPs per chip, times ceil(L / S) S / L when
+    the layers do not split evenly, times (3 + r) / 3 for r recomputed forward passes (`REMAT_FORWARD_PASSES`)."""
+    flops = step.model_flops * step.layers * step.layout.pipeline / step.cfg.n_layers
     return flops * (3 + REMAT_FORWARD_PASSES[checks.one_of("remat", remat, REMAT_FORWARD_PASSES)]) / 3
 
 
@@ -350,49 +339,38 @@ def step_time(
     _check_step(cfg, layout, batch_tokens, seq_len)
     dtypes = StepDtypes(param_dtype=param_dtype, activation_dtype=activation_dtype, matmul_dtype=matmul_dtype,
                         optimizer_dtype=optimizer_dtype, master_dtype=master_dtype)  # fmt: skip
-    layers, peak = stage_layers(cfg, layout), pl.chip.peak_ops_per_s(dtypes.matmul_dtype)
-    v, flops = _virtual_stages(layers, virtual_stages), _step_flops(cfg, layout, batch_tokens, seq_len, remat)
-    t_math, comms = flops / peak, step_collectives(cfg, pl, batch_tokens, v, dtypes)
-    work = _work(cfg, layout, batch_tokens=batch_tokens, seq_len=seq_len, t_math=t_math, peak=peak, v=v,
-                 remat=remat, optimizer=optimizer, dtypes=dtypes, attention_kernel=attention_kernel,
-                 peak_ratio=peak / pl.chip.bf16_flops_per_s)  # fmt: skip
+    step = step_shape(cfg, pl, batch_tokens=batch_tokens, seq_len=seq_len, virtual_stages=virtual_stages,
+                      dtypes=dtypes)  # fmt: skip
+    peak = pl.chip.peak_ops_per_s(dtypes.matmul_dtype)
+    flops, comms = _step_flops(step, remat), step_collectives(step)
+    work = _work(step, t_math=flops / peak, peak=peak, remat=remat, optimizer=optimizer,
+                 attention_kernel=attention_kernel)  # fmt: skip
     return StepTime(
-        placement=pl, n_chips=layout.n_chips, batch_tokens=int(batch_tokens), seq_len=int(seq_len),
-        tokens_per_chip=batch_tokens / layout.batch_shards,
+        placement=pl, n_chips=layout.n_chips, batch_tokens=step.batch_tokens, seq_len=step.seq_len,
+        tokens_per_chip=step.shard_tokens,
         context_parallel=max(float(layout.context), layout.batch_shards * seq_len / batch_tokens),
-        flops_per_chip=flops, remat=remat, t_math=t_math, t_bubble=t_math * work.bubble, collectives=comms,
-        model_flops_per_chip=work.model_s * peak, peak_flops_per_s=peak,
+        flops_per_chip=flops, remat=remat, t_math=work.t_math, t_bubble=work.t_math * work.bubble,
+        collectives=comms, model_flops_per_chip=step.model_flops, peak_flops_per_s=peak,
         terms=overheads.expected_terms(cfg, pl.chip, layout, work, comms),
     )  # fmt: skip
 
 
 def _work(
-    cfg: TransformerConfig,
-    layout: Layout,
-    *,
-    batch_tokens: int,
-    seq_len: int,
-    t_math: float,
-    peak: float,
-    v: int,
-    remat: str,
-    optimizer: str,
-    dtypes: StepDtypes,
-    attention_kernel: str,
-    peak_ratio: float,
+    step: StepShape, *, t_math: float, peak: float, remat: str, optimizer: str, attention_kernel: str
 ) -> overheads.StepWork:
-    """The step's `overheads.StepWork`: model FLOPs, bubble, recomputation, tokens and the optimizer update's bytes."""
-    model_flops = cfg.flops_per_token(seq_len, training=True, causal=True) * batch_tokens / layout.n_chips
-    forward = cfg.flops_breakdown(seq_len, training=False, causal=True)
+    """The step's `overheads.StepWork`: its shape's tokens and layers, bubble, recomputation and the optimizer
+    update's bytes, at the matmul dtype's `peak` (FLOP/s)."""
+    cfg, layout, dtypes = step.cfg, step.layout, step.dtypes
+    forward = cfg.flops_breakdown(step.seq_len, training=False, causal=True)
     return overheads.StepWork(
-        model_s=model_flops / peak,
+        model_s=step.model_flops / peak,
         t_math=t_math,
         bubble=bounds.pipeline_bubble_fraction(
-            stages=layout.pipeline, microbatches=layout.microbatches, virtual_stages=v
+            stages=layout.pipeline, microbatches=layout.microbatches, virtual_stages=step.virtual_stages
         ),
         remat=remat,
-        tokens=batch_tokens / layout.batch_shards,
-        layers=stage_layers(cfg, layout),
+        tokens=step.shard_tokens,
+        layers=step.layers,
         update_bytes=optimizer_update_bytes_per_param(
             optimizer=optimizer,
             param_dtype=dtypes.param_dtype,
@@ -405,10 +383,10 @@ def _work(
         attention_share=forward.attention_flops / forward.total_flops,
         microbatches=layout.microbatches,
         param_bytes=checks.dtype_bytes(dtypes.param_dtype, "param_dtype"),
-        microbatch_tokens=batch_tokens / layout.batch_shards / layout.microbatches * layout.context,
-        attention_peak_ratio=peak_ratio,
+        microbatch_tokens=step.microbatch_tokens,
+        attention_peak_ratio=peak / step.placement.chip.bf16_flops_per_s,
         attention_kernel=checks.one_of("attention_kernel", attention_kernel, overheads.ATTENTION_KERNELS),
-        seq_len=int(seq_len),
+        seq_len=step.seq_len,
         matmul_dtype=dtypes.matmul_dtype,
     )
 

@@ -449,16 +449,17 @@ def test_zero_shards_the_optimizer_then_the_gradients_over_the_data_replicas_and
 
 def test_zero_trades_the_gradient_all_reduce_for_a_reduce_scatter_and_an_all_gather_of_the_same_bytes():
     kw = {"batch_tokens": 2**20, "seq_len": 4096}
-    for chip, layout, prefix in (
+    for chip, layout, where in (
         ("tpu-v5p", Layout(data=16, tensor=4), ""),
-        ("h100", Layout(data=64, tensor=8), "DCN "),
+        ("h100", Layout(data=64, tensor=8), " over DCN"),
     ):
         plain = training.step_time("llama-3-8b", chip, layout, **kw)
         sharded = training.step_time("llama-3-8b", chip, dataclasses.replace(layout, zero=1), **kw)
         before, after = ({c.name: c for c in s.collectives} for s in (plain, sharded))
-        reduce = before[f"{prefix}gradient all-reduce" if prefix else "DP gradient all-reduce"]
+        reduce = before[f"DP gradient all-reduce{where}"]
         assert reduce.name not in after
-        scatter, gather = after[f"{prefix}ZeRO gradient reduce-scatter"], after[f"{prefix}ZeRO weight all-gather"]
+        scatter = after[f"DP (ZeRO-1) gradient reduce-scatter{where}"]
+        gather = after[f"DP (ZeRO-1) weight all-gather{where}"]
         assert scatter.total_s + gather.total_s == pytest.approx(reduce.total_s, rel=0.05)
         update = [next(t for t in s.terms if t.name == "optimizer update (HBM)").seconds for s in (plain, sharded)]
         assert update[1] == pytest.approx(update[0] / layout.data)
@@ -486,3 +487,35 @@ def test_one_rule_divides_by_zero_stage_and_one_counts_what_an_expert_chip_holds
     mixtral = get_model("mixtral-8x7b")
     assert mixtral.params_held(8) == pytest.approx(mixtral.param_count() - mixtral.routed_expert_params * 7 / 8)
     assert mixtral.params_held() == mixtral.param_count()
+
+
+def test_every_collective_is_named_by_the_scheme_of_the_degree_it_runs_over():
+    """A step's collectives speak the layout's vocabulary: each name opens with `Layout.scheme` of its degree."""
+    from book_lib.parallelism import DEGREES
+
+    layout = Layout(data=4, fsdp=2, tensor=2, pipeline=2, context=2, expert=2, microbatches=4, zero=1)
+    step = training.step_time("deepseek-v3", "h100", layout, batch_tokens=2**18, seq_len=4096)
+    seen = set()
+    for c in step.collectives:
+        degree = "data" if c.axes == ("pod",) else c.axes[0]
+        assert c.name.startswith(layout.scheme(degree) + " "), c.name
+        seen.add(degree)
+    assert seen == set(DEGREES)
+    assert layout.scheme("data") == "DP (ZeRO-1)" and Layout(data=2).scheme("data") == "DP"
+    with pytest.raises(ValueError, match=r"^degree='pod': .*allowed: tensor, expert"):
+        layout.scheme("pod")
+
+
+def test_a_step_is_worked_out_once_and_every_part_reads_that_record():
+    from book_lib.parallelism import StepDtypes, place
+    from book_lib.step_collectives import step_shape
+
+    layout = Layout(data=128, tensor=8, pipeline=16, microbatches=16)
+    kw = {"batch_tokens": 16 * 2**20, "seq_len": 8192}
+    cfg = training.get_model("llama-3.1-405b")
+    shape = step_shape(cfg, place("h100", layout), virtual_stages=1, dtypes=StepDtypes(), **kw)
+    assert shape.layers == 8  # Meta's 126 layers on 16 stages: the busiest stage holds ceil(126 / 16)
+    assert shape.shard_tokens == 2**17 and shape.microbatch_tokens == 2**13
+    step = training.step_time(cfg, "h100", layout, **kw)
+    assert step.model_flops_per_chip == shape.model_flops and step.tokens_per_chip == shape.shard_tokens
+    assert step.flops_per_chip == pytest.approx(shape.model_flops * 8 * 16 / 126)
