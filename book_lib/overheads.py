@@ -2,9 +2,10 @@
 
 The roofline of a step is its matmul FLOPs at the chip's peak, or its collectives' bandwidth time if
 longer. A real step runs its matmuls and attention at the rates a chip achieves, not its peak, streams
-every elementwise operation through HBM, launches kernels that each cost a fixed time, updates the
-optimizer state, pads its matmuls to the matrix unit's tile, loses compute to the collectives that
-overlap it, and waits on those that cannot hide. This module counts bytes, padded rows and kernels from
+every elementwise operation and its loss over the vocabulary through HBM, launches kernels that each
+cost a fixed time, updates the optimizer state, pads its matmuls to the matrix unit's tile, loses
+compute to the collectives that overlap it, and waits on those that cannot hide, or that its software
+does not overlap. This module counts bytes, padded rows and kernels from
 the model's shapes, takes the rates from the chip's `efficiency.Efficiency` (each measured and cited),
 and `expected_terms` turns them and the step's collectives into named terms of seconds (`StepTerm`).
 No factor is fitted to a published run.
@@ -40,6 +41,7 @@ __all__ = [
     "StepTerm",
     "StepWork",
     "elementwise_bytes_per_token",
+    "loss_bytes_per_token",
     "expected_terms",
     "tile",
     "tile_padding",
@@ -159,6 +161,35 @@ def elementwise_bytes_per_token(cfg: TransformerConfig, *, tensor: int, activati
     routing = 4 * cfg.experts_per_token * D if cfg.is_moe else 0
     values = cfg.norms_per_layer * 2 * D + 2 * 3 * D + rotated + activation + routing
     return values * p / t
+
+
+# Megatron-LM's vocab-parallel cross-entropy, as the GPT model calls it: `output.float()` then
+# megatron/core/tensor_parallel/cross_entropy.py (NVIDIA/Megatron-LM 8e6e7cd, the same passes in today's).
+_LOSS = "https://github.com/NVIDIA/Megatron-LM/blob/8e6e7cd73500331b5d5f739e2597d403d0c2eb1e/megatron/core/tensor_parallel/cross_entropy.py"
+
+
+def loss_bytes_per_token(cfg: TransformerConfig, *, tensor: int) -> float:
+    """HBM bytes one token's cross-entropy loss costs one chip over its V / t logits, both passes (bytes).
+
+    Counted op by op from Megatron-LM's vocab-parallel cross-entropy (`_LOSS`), bytes per logit read
+    and written, the logits in bf16 (2 bytes), the loss in fp32 (4):
+        cast to fp32          2 + 4
+        max                   4
+        subtract the max      4 + 4
+        exp                   4 + 4
+        sum                   4
+        divide by the sum     4 + 4   (the softmax, kept for the backward)
+        times the gradient    4 + 4   (backward)
+        cast back to bf16     4 + 2   (backward)
+    52 V / t, t = `tensor` (the vocabulary is cut over the tensor-parallel chips). LLaMA 3's 128,256
+    logits: 6.67 MB a token on one chip. As in `elementwise_bytes_per_token` no op is fused; XLA fuses
+    some of them on a TPU, where this is an upper count.
+    Book: Part 4 ("the unembedding"); Part 1 (memory-bound work).
+
+    Raises:
+        ValueError: tensor not a count.
+    """
+    return 52 * cfg.vocab_size / checks.count("tensor", tensor)
 
 
 def tile(chip: Chip) -> int:
@@ -405,6 +436,11 @@ def _elementwise(s: _Step) -> float:
     return (3 + s.r) * per_token * s.work.tokens * s.work.layers / s.hbm
 
 
+@_term("loss over the vocabulary (HBM)", "loss_bytes_per_token x tokens / achieved HBM rate, once a step")
+def _loss(s: _Step) -> float:
+    return loss_bytes_per_token(s.cfg, tensor=s.layout.tensor) * s.work.tokens / s.hbm
+
+
 @_term("kernel fixed cost", "kernels_per_layer x (3 + r) x layers x microbatches x efficiency.kernel_s")
 def _kernels(s: _Step) -> float:
     passes = kernels_per_layer(s.cfg) * (3 + s.r) * s.work.layers * s.work.microbatches
@@ -425,7 +461,7 @@ def _optimizer_update(s: _Step) -> float:
     "bandwidth time of the collectives the next matmul waits on, at the links' achieved rate",
 )
 def _blocking(s: _Step) -> float:
-    return sum(c.calls * c.bandwidth_s for c in s.comms if not c.overlaps)
+    return sum(c.calls * c.bandwidth_s for c in s.comms if not c.overlaps and not c.after_backward)
 
 
 @_term(
@@ -433,7 +469,7 @@ def _blocking(s: _Step) -> float:
     "per call of those, collectives.call_latency_s (NCCL's ring model on GPUs, hops x 1 us on ICI)",
 )
 def _latency(s: _Step) -> float:
-    return sum(c.calls * c.latency_s for c in s.comms if not c.overlaps)
+    return sum(c.calls * c.latency_s for c in s.comms if not c.overlaps and not c.after_backward)
 
 
 @_term(
@@ -458,6 +494,14 @@ def _exposed(s: _Step) -> float:
 )
 def _edges(s: _Step) -> float:
     return sum(c.expected_s / c.calls for c in s.comms if c.overlaps and c.op != "permute" and c.calls > 1)
+
+
+@_term(
+    "gradient reduction after the backward pass",
+    "the data-parallel reductions the step waits for after its last backward (overlap_grad_reduce=False)",
+)
+def _after_backward(s: _Step) -> float:
+    return sum(c.expected_s for c in s.comms if c.after_backward)
 
 
 @_term("pipeline fill and drain sends", "(S - 1) sends each way before the first and after the last microbatch")

@@ -77,10 +77,6 @@ CAUSES: MappingProxyType[str, str] = MappingProxyType({
         "Transformer Engine casts every matmul's inputs to fp8 and tracks their "
         "scales, elementwise work the model does not count, on a model whose matmuls are small (width 4096)"
     ),
-    "small_model": (
-        "each matmul of a 1.7B-parameter model of width 2048 is small, so it runs below the large-GEMM rate "
-        "the model takes, and each step's fixed costs weigh more"
-    ),
     "unexplained": "no term of the model accounts for it; the source gives no breakdown",
     "deepseek_overlap": (
         "the model sends each token to its 8 experts' nodes and leaves the AllToAll exposed; DeepSeek routes a "
@@ -338,6 +334,19 @@ _SCHEDULE = (
 )
 _TABLE4 = "Table 4: GPUs, TP, CP, PP, DP, seq. len., batch size/DP, tokens/batch, TFLOPs/GPU, BF16 MFU"
 _MATERIALIZED = (("remat", "full"), ("attention_kernel", "materialized"))
+# Software that reduced its data-parallel gradients only after the last backward pass of a step.
+_MEGATRON_DDP = (
+    "the data-parallel gradient reduction after the backward pass, as Megatron-LM ran it until its "
+    "--overlap-grad-reduce of September 2023 (https://github.com/NVIDIA/Megatron-LM/blob/"
+    "6fd781891c8ce903bf9163af0149eee2e40e8ed9/megatron/training.py, train_step: 'All-reduce if needed' after "
+    "forward_backward_func)"
+)
+_DEEPSPEED_PIPE = (
+    "the data-parallel gradient reduction after the backward pass, as DeepSpeed's pipeline engine runs it "
+    "(https://github.com/microsoft/DeepSpeed/blob/af8f25967a6fe14247fe6ae0abd3cc6d1caa6e30/deepspeed/runtime/"
+    "pipe/schedule.py, TrainSchedule: '# Model step at the end of the batch' ReduceTiedGrads, ReduceGrads, "
+    "OptimizerStep)"
+)
 _SELECTIVE = "sequence parallelism and selective recomputation"
 _TRAINING = [
     PublishedRun(
@@ -391,8 +400,8 @@ _TRAINING = [
         _run(f"Megatron-LM 2021, {size.upper()}, {t * p * d:,} A100", "flops_per_s", tflops * 1e12, _MEGATRON[size],
              "a100", Layout(data=d, tensor=t, pipeline=p, microbatches=m), sequences=b, seq_len=2048,
              source=f"{_NARAYANAN} (Table 1: {size[:-1]}B, tensor {t}, pipeline {p}, {t * p * d} GPUs, batch {b}, "
-             f"{tflops} teraFLOP/s per GPU)", flops_formula="megatron_hfu", assumed=_MB_SCRIPT,
-             virtual_stages=v, **dict(_MATERIALIZED))
+             f"{tflops} teraFLOP/s per GPU)", flops_formula="megatron_hfu", assumed=f"{_MB_SCRIPT}; {_MEGATRON_DDP}",
+             virtual_stages=v, overlap_grad_reduce=False, **dict(_MATERIALIZED))
         for size, t, p, d, b, m, v, tflops in (
             ("1.7b", 1, 1, 32, 512, 1, 1, 137), ("7.5b", 4, 1, 32, 512, 1, 1, 142),
             ("39.1b", 8, 2, 32, 1536, 12, 1, 138), ("145.6b", 8, 8, 24, 2304, 48, 2, 148),
@@ -412,7 +421,8 @@ _TRAINING = [
              Layout(data=d, tensor=t, pipeline=p, microbatches=b // d), sequences=b, seq_len=2048,
              source=f"{_KORTHIKANTI} (Table 3: tensor {t}, pipeline {p}, batch {b}, micro batch 1; Table 5 and "
              f"section 6.3: {seconds} s per iteration{', with ' + how if how else ''})",
-             virtual_stages=v, remat=remat, attention_kernel="materialized")
+             assumed=_MEGATRON_DDP, virtual_stages=v, remat=remat, attention_kernel="materialized",
+             overlap_grad_reduce=False)
         for label, model, t, p, d, b, v, seconds, remat, how in (
             ("22B", _MEGATRON["22b"], 8, 1, 1, 4, 1, 1.10, "checkpoints", _SELECTIVE),
             ("175B", _MEGATRON["174.6b"], 8, 8, 1, 64, 3, 13.75, "checkpoints", _SELECTIVE),
@@ -427,15 +437,15 @@ _TRAINING = [
              Layout(data=48, tensor=t, pipeline=p, microbatches=b // 48, zero=1), sequences=b, seq_len=4096,
              source=f"{_MCORE} (images/model_table.png: {size[:-1]}B, tensor {t}, pipeline {p}, data-parallel 48, "
              f"batch {b}, MFU {mfu:.0%}; --overlap-grad-reduce --overlap-param-gather)",
-             flops_formula="megatron_mfu", assumed="micro-batch size 1, one virtual stage and no recomputation",
-             cause="small_model" if size == "1.7b" else "")
+             flops_formula="megatron_mfu", assumed="micro-batch size 1, one virtual stage and no recomputation")
         for size, t, p, b, mfu in (("1.7b", 1, 1, 192, 0.41), ("70b", 8, 2, 384, 0.42), ("177b", 8, 6, 1152, 0.44),
                                    ("462b", 8, 16, 3072, 0.47))
     ),
     _run("BLOOM 176B, 384 A100", "step_s", 104.70, _BLOOM_176B, "a100",
          Layout(data=8, tensor=4, pipeline=12, microbatches=128, zero=1), sequences=2048, seq_len=2048,
          source=f"{_BLOOM} ('TP=4 PP=12 DP=8 MBS=2'; log at iteration 85376: 'elapsed time per iteration (s): "
-         "104.70 ... global batch size: 2048'; --checkpoint-activations, ZeRO stage 1)", **dict(_MATERIALIZED)),
+         "104.70 ... global batch size: 2048'; --checkpoint-activations, ZeRO stage 1)", assumed=_DEEPSPEED_PIPE,
+         overlap_grad_reduce=False, **dict(_MATERIALIZED)),
     _run("GLM-130B, 768 A100 40GB", "mfu", 0.325, _GLM_130B, "a100-40gb",
          Layout(data=24, tensor=4, pipeline=8, microbatches=176), sequences=4224, seq_len=2048,
          source=f"{_GLM} ('96 DGX-A100 GPU (8x40G) servers'; 'global batch size (4,224)'; '4-way tensor parallelism "

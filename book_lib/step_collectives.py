@@ -15,6 +15,7 @@ Book: Part 5 (How to Parallelize a Transformer for Training: each algorithm's co
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -45,6 +46,8 @@ class CollectiveCost:
         latency_s: its fixed cost per call, `collectives.call_latency_s` (NCCL's model on GPUs) (s).
         overlaps: whether it can run under compute: False for the tensor-parallel and expert-parallel
             collectives, whose output the very next matmul needs.
+        after_backward: whether the step issues it once its last backward pass is done and waits for it
+            (a data-parallel gradient reduction where the software does not overlap it; then not `overlaps`).
     """
 
     name: str
@@ -58,6 +61,7 @@ class CollectiveCost:
     bandwidth_s: float
     latency_s: float
     overlaps: bool
+    after_backward: bool = False
 
     @property
     def total_s(self) -> float:
@@ -88,6 +92,8 @@ class StepShape:
         held_params: parameters of one copy of the weights an expert group holds
             (`TransformerConfig.params_held`) (count).
         model_flops: the model FLOPs of one chip, flops_per_token(seq_len, training, causal) B / N (FLOPs).
+        overlap_grad_reduce: whether the data-parallel gradient reductions run under the backward pass, or
+            after it, the step waiting (Megatron-LM before its --overlap-grad-reduce, DeepSpeed's pipeline).
     """
 
     cfg: TransformerConfig
@@ -101,6 +107,7 @@ class StepShape:
     microbatch_tokens: float
     held_params: float
     model_flops: float
+    overlap_grad_reduce: bool = True
 
     @property
     def layout(self) -> Layout:
@@ -109,13 +116,23 @@ class StepShape:
 
 
 def step_shape(
-    cfg: TransformerConfig, pl: Placement, *, batch_tokens: int, seq_len: int, virtual_stages: int, dtypes: StepDtypes
+    cfg: TransformerConfig,
+    pl: Placement,
+    *,
+    batch_tokens: int,
+    seq_len: int,
+    virtual_stages: int,
+    dtypes: StepDtypes,
+    overlap_grad_reduce: bool = True,
 ) -> StepShape:
     """The `StepShape` of `batch_tokens` tokens in sequences of `seq_len` on `pl` (checked by `training.step_time`).
 
     Raises:
-        ValueError: virtual_stages not a count that divides the busiest stage's layers.
+        ValueError: virtual_stages not a count that divides the busiest stage's layers; overlap_grad_reduce
+            not a bool.
     """
+    if not isinstance(overlap_grad_reduce, bool):
+        raise ValueError(f"overlap_grad_reduce={overlap_grad_reduce!r}: not a bool; allowed: True, False")
     layout, layers = pl.layout, stage_layers(cfg, pl.layout)
     v = checks.count("virtual_stages", virtual_stages)
     if v > 1 and layers % v:
@@ -129,6 +146,7 @@ def step_shape(
         microbatch_tokens=shard_tokens * layout.context / layout.microbatches,
         held_params=cfg.params_held(layout.expert),
         model_flops=cfg.flops_per_token(seq_len, training=True, causal=True) * batch_tokens / layout.n_chips,
+        overlap_grad_reduce=overlap_grad_reduce,
     )  # fmt: skip
 
 
@@ -273,11 +291,17 @@ def step_collectives(step: StepShape) -> tuple[CollectiveCost, ...]:
     micro_bytes = step.shard_tokens / layout.microbatches * cfg.d_model * ab
     kv_bytes = step.microbatch_tokens * cfg.kv_values_per_token_layer * ab / layout.tensor
     shared_bytes = (cfg.param_count() - cfg.routed_expert_params) * pb / cfg.n_layers
-    return (
+    out = (
         *_weight_collectives(pl, step.held_params * pb / cfg.n_layers, layers),
         *_activation_collectives(pl, micro_bytes, kv_bytes, layers),
         *_expert_collectives(cfg, pl, micro_bytes, shared_bytes),
         *_stage_and_pod_collectives(pl, micro_bytes / layout.tensor, stage_bytes, step.virtual_stages),
+    )
+    if step.overlap_grad_reduce:
+        return out
+    # the data degree's reductions (and, under ZeRO, the gathers of the updated weights) wait for the backward
+    return tuple(
+        dataclasses.replace(c, overlaps=False, after_backward=True) if c.axes[0] in ("data", "pod") else c for c in out
     )
 
 

@@ -315,6 +315,7 @@ def step_time(
     master_dtype: str | None = None,
     matmul_dtype: str = "bf16",
     attention_kernel: str = "flash",
+    overlap_grad_reduce: bool = True,
     calibration: Calibration | str | pathlib.Path | None = None,
 ) -> StepTime:
     """One training step of `model` on `layout`: its roofline, every collective, and its expected time (s).
@@ -329,18 +330,21 @@ def step_time(
     v times with v `virtual_stages`; bubble (S - 1) / (v M); across pods one DCN AllReduce.
     `StepTime.roofline_s` is the book's bound; `expected_s` adds each `overheads.StepTerm` at the rates of
     `Chip.efficiency`, or of `calibration` (a `calibrate` profile or its path); `attention_kernel` (one of
-    `overheads.ATTENTION_KERNELS`) says whether the attention scores stay on chip. Book: Part 5.
+    `overheads.ATTENTION_KERNELS`) says whether the attention scores stay on chip; `overlap_grad_reduce` False
+    makes the data-parallel gradient reductions wait for the last backward pass, as Megatron-LM did before its
+    --overlap-grad-reduce (2023) and DeepSpeed's pipeline engine does. Book: Part 5.
 
     Raises:
         ValueError: unknown model, chip or dtype; a layout the hardware cannot hold (`parallelism.place`);
-            a batch of partial sequences or under one token per shard; a degree that does not divide what it cuts.
+            a batch of partial sequences or under one token per shard; a degree that does not divide what it cuts;
+            overlap_grad_reduce not a bool.
     """
     cfg, pl = get_model(model), place(with_calibration(chip, calibration), layout)
     _check_step(cfg, layout, batch_tokens, seq_len)
     dtypes = StepDtypes(param_dtype=param_dtype, activation_dtype=activation_dtype, matmul_dtype=matmul_dtype,
                         optimizer_dtype=optimizer_dtype, master_dtype=master_dtype)  # fmt: skip
     step = step_shape(cfg, pl, batch_tokens=batch_tokens, seq_len=seq_len, virtual_stages=virtual_stages,
-                      dtypes=dtypes)  # fmt: skip
+                      dtypes=dtypes, overlap_grad_reduce=overlap_grad_reduce)  # fmt: skip
     peak = pl.chip.peak_ops_per_s(dtypes.matmul_dtype)
     flops, comms = _step_flops(step, remat), step_collectives(step)
     work = _work(step, t_math=flops / peak, peak=peak, remat=remat, optimizer=optimizer,

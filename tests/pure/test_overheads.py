@@ -130,3 +130,24 @@ def test_matmuls_at_their_shapes_cost_time_only_where_a_sweep_was_measured():
     assert term(ironwood, Layout(fsdp=16, tensor=16)) > term(ironwood, Layout(fsdp=256)) > 0
     assert term(get_chip("a100"), Layout(fsdp=32, tensor=8)) == 0
     assert term(get_chip("h100"), Layout(fsdp=32, tensor=8)) > 0  # OpenXLA's sm_90 table
+
+
+def test_the_loss_over_the_vocabulary_costs_its_fp32_passes_once_a_step():
+    from book_lib import training
+
+    llama = get_model("llama-3-8b")
+    # Megatron-LM's cross-entropy, op by op: 38 bytes a logit forward, 14 backward
+    assert overheads.loss_bytes_per_token(llama, tensor=1) == 52 * 128_256 == pytest.approx(6.67e6, rel=1e-3)
+    assert overheads.loss_bytes_per_token(llama, tensor=8) == pytest.approx(52 * 128_256 / 8)
+    with pytest.raises(ValueError, match=r"^tensor=0: "):
+        overheads.loss_bytes_per_token(llama, tensor=0)
+    h100 = hardware.get_chip("h100")
+    hbm = h100.hbm_bytes_per_s * h100.efficiency.hbm
+    for layout in (Layout(data=8), Layout(data=2, tensor=4)):
+        step = training.step_time(llama, h100, layout, batch_tokens=2**20, seq_len=8192)
+        loss = next(t for t in step.terms if t.name == "loss over the vocabulary (HBM)")
+        # once per token of the chip's batch shard: no recomputation or microbatch repeats it
+        assert loss.seconds == pytest.approx(52 * 128_256 / layout.tensor * step.tokens_per_chip / hbm)
+    # and it grows with the vocabulary: GPT-3's 50,257 entries cost a 2.5th of LLaMA 3's
+    gpt = get_model("gpt-3-175b")
+    assert overheads.loss_bytes_per_token(gpt, tensor=1) < overheads.loss_bytes_per_token(llama, tensor=1) / 2.5

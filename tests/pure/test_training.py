@@ -519,3 +519,26 @@ def test_a_step_is_worked_out_once_and_every_part_reads_that_record():
     step = training.step_time(cfg, "h100", layout, **kw)
     assert step.model_flops_per_chip == shape.model_flops and step.tokens_per_chip == shape.shard_tokens
     assert step.flops_per_chip == pytest.approx(shape.model_flops * 8 * 16 / 126)
+
+
+def test_a_gradient_reduction_the_software_does_not_overlap_waits_after_the_backward_pass():
+    from book_lib import overheads
+
+    kw = {"batch_tokens": 512 * 2048, "seq_len": 2048}
+    layout = Layout(data=32, tensor=4)
+    on = training.step_time("llama-3-8b", "a100", layout, **kw)
+    off = training.step_time("llama-3-8b", "a100", layout, overlap_grad_reduce=False, **kw)
+    after = [c for c in off.collectives if c.after_backward]
+    assert {c.name for c in after} == {"DP gradient all-reduce", "DP gradient all-reduce over DCN"}
+    assert not any(c.overlaps for c in after)
+    assert not any(c.after_backward for c in on.collectives)
+    assert off.roofline_s == on.roofline_s  # the bound counts the same bytes either way
+    terms = [{t.name: t.seconds for t in s.terms} for s in (on, off)]
+    waited = sum(overheads.achieved(c, hardware.get_chip("a100")).expected_s for c in after)
+    assert terms[0]["gradient reduction after the backward pass"] == 0
+    assert terms[1]["gradient reduction after the backward pass"] == pytest.approx(waited) and waited > 0
+    for name in ("tensor/expert-parallel collectives", "collective latency"):  # the TP ones still block per layer
+        assert terms[1][name] == terms[0][name]
+    assert off.expected_s > on.expected_s
+    with pytest.raises(ValueError, match=r"^overlap_grad_reduce='no': not a bool; allowed: True, False"):
+        training.step_time("llama-3-8b", "a100", layout, overlap_grad_reduce="no", **kw)
