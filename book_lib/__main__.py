@@ -579,7 +579,8 @@ def _serve_table(args: argparse.Namespace, rows: list[dict[str, Any]]) -> str:
         ),
         "",
         "step: the expected decode step, at the chip's measured rates with each collective's and kernel's fixed "
-        "cost; tok/s at that step; bound: the book's roofline, which no step beats"
+        "cost; tok/s at that step; bound: the book's roofline, which no step beats; bound by: its largest part "
+        "(kv: reading the KV caches; weights; math; ici; sends between nodes)"
         + ("; TTFT: time to first token, the expected prefill of one prompt" if "prefill_s" in rows[0] else ""),
         *_rates_line(get_chip(args.chip).name, args.calibration),
         "",

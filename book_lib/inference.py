@@ -130,9 +130,12 @@ class DecodeStep:
 
     @property
     def bound(self) -> str:
-        """What sets the max in `t_lower`: `"weights"` (HBM), `"math"` or `"ici"`."""
-        terms = {"weights": self.t_weights, "math": self.t_math, "ici": self.t_ici}
-        return max(terms, key=lambda k: terms[k])
+        """The largest part of `t_lower`: `"kv"` (reading the KV caches), whichever of `"weights"` (HBM),
+        `"math"` and `"ici"` sets the max, or `"sends"` (between nodes)."""
+        overlapped = {"weights": self.t_weights, "math": self.t_math, "ici": self.t_ici}
+        largest = max(overlapped, key=lambda k: overlapped[k])
+        parts = {"kv": self.t_kv, largest: overlapped[largest], "sends": self.t_send}
+        return max(parts, key=lambda k: parts[k])
 
     @property
     def fits(self) -> bool:

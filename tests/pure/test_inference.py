@@ -18,7 +18,9 @@ def test_llama2_13b_table_of_part_7():
     bandwidth_ratio = 8.2e11 / V5E.hbm_bytes_per_s
     for batch, ms in printed_ms.items():
         step = inference.decode_step_time("llama-2-13b", V5E, 8, batch=batch, context_len=8192)
-        assert step.bound == "weights"
+        # "When our batch size is bigger, we need to model the KV cache loading as well, since that
+        # dominates the parameters": from batch 8, each sequence's 6.7 GB cache outweighs the weights
+        assert step.bound == ("weights" if batch == 1 else "kv"), batch
         assert step.t_kv + step.t_weights == pytest.approx(ms * 1e-3 * bandwidth_ratio, rel=0.02), batch
     assert inference.max_batch("llama-2-13b", V5E, 8, context_len=8192) == 16  # "We OOM beyond batch size 16"
     assert inference.decode_step_time("llama-2-13b", V5E, 8, batch=16, context_len=8192).fits
@@ -251,7 +253,8 @@ def test_step_time_from_sizes_gives_the_pop_quiz_and_matches_the_model_form():
         context_len=8192,
         param_dtype="int8",
     )
-    assert big.bound == "math"
+    # "well into the compute-bound regime for our MLP blocks", yet the caches' 16 ms are most of the 21 ms
+    assert big.t_math > big.t_weights and big.bound == "kv"
     assert big.t_lower == pytest.approx(256 * 819.2e6 / (16 * 8.1e11) + 2 * 256 * 30e9 / (16 * 1.97e14))
     # the same numbers as decode_step_time on one chip, where it has no collectives
     model = get_model("llama-2-13b")
