@@ -236,6 +236,13 @@ def _add_plan(commands: Any) -> None:
         "--virtual-stages", type=_count("--virtual-stages"), default=1, help="your pipeline's interleaved chunks"
     )
     plan.add_argument(
+        "--overlap-grad-reduce",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="whether your --layout's data-parallel gradient reduction runs under the backward pass "
+        "(--no-overlap-grad-reduce: after it, as Megatron-LM before 2023 and DeepSpeed's pipeline do)",
+    )
+    plan.add_argument(
         "--tokens", type=_tokens, help="tokens to train on, e.g. 15T (decimal): days, chip-hours and cost"
     )
     plan.add_argument("--price", type=float, help="US dollars per chip-hour for --tokens (default: the cited price)")
@@ -425,7 +432,7 @@ def _yours(args: argparse.Namespace, model: TransformerConfig, chip: Any, best: 
     return planner.evaluate(
         model, chip, layout, batch_tokens=args.batch_tokens, seq_len=args.seq, checkpoints_per_layer=args.checkpoints,
         remat=args.remat, optimizer=args.optimizer, matmul_dtype=args.matmul_dtype,
-        virtual_stages=args.virtual_stages, best=best,
+        virtual_stages=args.virtual_stages, overlap_grad_reduce=args.overlap_grad_reduce, best=best,
     )  # fmt: skip
 
 

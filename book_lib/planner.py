@@ -353,6 +353,7 @@ def evaluate(
     optimizer: str = "adam",
     matmul_dtype: str = "bf16",
     virtual_stages: int = 1,
+    overlap_grad_reduce: bool = True,
     best: PlanEntry | None = None,
 ) -> PlanEntry:
     """One layout you give, timed by `training.step_time` and sized by `training.memory_per_chip` as the
@@ -366,7 +367,7 @@ def evaluate(
     cfg = get_model(model)
     step = step_time(
         cfg, chip, layout, batch_tokens=batch_tokens, seq_len=seq_len, remat=remat, optimizer=optimizer,
-        matmul_dtype=matmul_dtype, virtual_stages=virtual_stages,
+        matmul_dtype=matmul_dtype, virtual_stages=virtual_stages, overlap_grad_reduce=overlap_grad_reduce,
     )  # fmt: skip
     memory = memory_per_chip(
         cfg, chip, layout, batch_tokens=batch_tokens, checkpoints_per_layer=checkpoints_per_layer, remat=remat,

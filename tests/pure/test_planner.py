@@ -297,6 +297,16 @@ def test_plan_layout_gives_metas_405b_layout_an_expected_time_beside_the_best(ca
     assert "--layout='tensors': unknown; closest: tensor" in capsys.readouterr().err
 
 
+def test_plan_layout_can_reduce_its_gradients_after_the_backward_pass_as_older_software_did(capsys):
+    overlapped = _json(capsys, META_405B)["yours"]
+    after = _json(capsys, [*META_405B, "--no-overlap-grad-reduce"])["yours"]
+    meta = planner.Layout(tensor=8, pipeline=16, data=128, microbatches=16)
+    step = training.step_time("llama-3.1-405b", "h100", meta, batch_tokens=16 * 2**20, seq_len=8192, virtual_stages=2,
+                              overlap_grad_reduce=False)  # fmt: skip
+    assert after["expected_s"] == pytest.approx(step.expected_s) and after["expected_s"] > overlapped["expected_s"]
+    assert after["roofline_s"] == overlapped["roofline_s"]
+
+
 MISTRAL_7B = {  # config.json of mistralai/Mistral-7B-v0.1, as its model card's files give it
     "architectures": ["MistralForCausalLM"], "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 14336,
     "max_position_embeddings": 32768, "model_type": "mistral", "num_attention_heads": 32, "num_hidden_layers": 32,
