@@ -351,16 +351,22 @@ def _rates_line(chip: str, calibration: str | None) -> list[str]:
             f"the rest cited for {chip}"]  # fmt: skip
 
 
-def _row(e: planner.PlanEntry, rank: str) -> str:
-    """One layout's line of the table."""
+def _mesh(e: planner.PlanEntry) -> str:
+    """A layout's mesh as the table writes it, "*" marking the one nearest the text's FSDP degree."""
+    return " ".join(f"{k}={v}" for k, v in e.step.mesh.items()) + (" *" if e.near_text_fsdp_degree else "")
+
+
+def _row(e: planner.PlanEntry, rank: str, widths: tuple[int, int] = (20, 40)) -> str:
+    """One layout's line of the table, its scheme and mesh padded to `widths`."""
     step, memory = e.step, e.memory
-    mesh = " ".join(f"{k}={v}" for k, v in step.mesh.items()) + (" *" if e.near_text_fsdp_degree else "")
+    mesh = _mesh(e)
     parts = (memory.params_bytes, memory.grads_bytes, memory.optimizer_bytes, memory.activations_bytes)
     gigabytes = " ".join(f"{fmt(b, 'B'):>8}" for b in (*parts, memory.total_bytes))
     times = " ".join(f"{fmt(t, 's'):>8}" for t in (step.roofline_s, step.roofline_math_s, step.t_comms))
     mfu = fmt(100 * e.mfu_expected, "%", digits=2)
     return (
-        f"{rank:>3}  {e.scheme:<20} {mesh:<40} {fmt(e.expected_s, 's'):>8} {mfu:>5} {times} {step.bound:<13} "
+        f"{rank:>3}  {e.scheme:<{widths[0]}} {mesh:<{widths[1]}} {fmt(e.expected_s, 's'):>8} {mfu:>5} {times} "
+        f"{step.bound:<13} "
         f"{gigabytes}  {e.reason}"
     )
 
@@ -391,6 +397,9 @@ def _plan_table(
     unit = "nodes" if get_chip(plan.chip).family == "gpu" else "pods"
     pods = f"{fmt(plan.pods)} {unit} of " if plan.pods > 1 else "one slice "
     shape = "x".join(str(s) for s in plan.slice_shape)
+    shown = plan.entries if top <= 0 else plan.entries[:top]
+    rows = [*([yours] if yours is not None else []), *shown]
+    widths = (max([20, *(len(e.scheme) for e in rows)]), max([40, *(len(_mesh(e)) for e in rows)]))
     lines = [
         *_nothing_fits(plan, yours),
         f"{plan.model} on {fmt(plan.n_chips)} {plan.chip} ({pods}{shape}), {fmt(plan.batch_tokens)} tokens per step "
@@ -405,13 +414,12 @@ def _plan_table(
         *_rates_line(plan.chip, calibration),
         "",
         *_runs_lines(whole_runs or {}),
-        f"{'#':>3}  {'scheme':<20} {'mesh':<40} {'step':>8} {'MFU':>5} {'bound':>8} {'math':>8} "
+        f"{'#':>3}  {'scheme':<{widths[0]}} {'mesh':<{widths[1]}} {'step':>8} {'MFU':>5} {'bound':>8} {'math':>8} "
         f"{'comms':>8} {'bound by':<13} {'params':>8} {'grads':>8} {'optim':>8} {'acts':>8} {'total':>8}  why",
     ]
     if yours is not None:
-        lines.append(_row(yours, "you"))
-    shown = plan.entries if top <= 0 else plan.entries[:top]
-    lines += [_row(e, str(e.rank)) for e in shown]
+        lines.append(_row(yours, "you", widths))
+    lines += [_row(e, str(e.rank), widths) for e in shown]
     if len(shown) < len(plan.entries):
         lines.append(f"... {len(plan.entries) - len(shown)} more (--top 0 shows all)")
     return "\n".join(lines)

@@ -290,6 +290,12 @@ def test_plan_layout_gives_metas_405b_layout_an_expected_time_beside_the_best(ca
     table = capsys.readouterr().out.splitlines()
     (you,) = [line for line in table if line.startswith("you ")]
     assert "DP+TP+PP" in you and "tensor=8" in you
+    # the columns stay aligned however long a scheme ("DP (ZeRO-2)+FSDP+TP+PP") or a mesh grows
+    (header,) = [line for line in table if line.lstrip().startswith("#  scheme")]
+    end = header.index(" step") + len(" step")
+    rows = [line for line in table if line.startswith("you ") or line[:3].strip().isdigit()]
+    assert len(rows) == 11 and max(len(e["scheme"]) for e in data["entries"][:10]) > 20
+    assert all(r[end - 1] != " " and r[end] == " " for r in rows), "each step time ends under 'step'"
     # a layout of other chips than --chips, or a field that is no degree, is refused by name
     assert main([*META_405B[:-6], "--layout", "tensor=8,pipeline=8"]) == 2
     assert "but --chips=16,384" in capsys.readouterr().err
