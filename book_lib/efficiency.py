@@ -82,7 +82,7 @@ _FAST_MAMF = (
 _MSMF = (
     f"{_FAST_MAMF}/benchmarks/README.md "
     "(mamf-finder's MSMF, 'the power-saturated, sustained rate that matches real training throughput', bf16, "
-    "'All 8 GPUs x 5 rounds (n=40)', every GPU of the node computing at once: "
+    "'All 8 GPUs × 5 rounds (n=40)', every GPU of the node computing at once: "
 )
 _MSMF_FP8 = (
     f"{_FAST_MAMF}/README.md ('FP8 (float8_e4m3fn)' table, mamf-finder's MSMF, 'the best a matmul holds once "

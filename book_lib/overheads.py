@@ -172,7 +172,7 @@ def loss_bytes_per_token(cfg: TransformerConfig, *, tensor: int) -> float:
     """HBM bytes one token's cross-entropy loss costs one chip over its V / t logits, both passes (bytes).
 
     Counted op by op from Megatron-LM's vocab-parallel cross-entropy (`_LOSS`), bytes per logit read
-    and written, the logits in bf16 (2 bytes), the loss in fp32 (4):
+    and written, the logits in bf16 (2 bytes), the fp32 copy the loss is computed on (4):
         cast to fp32          2 + 4
         max                   4
         subtract the max      4 + 4

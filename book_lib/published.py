@@ -336,10 +336,11 @@ _TABLE4 = "Table 4: GPUs, TP, CP, PP, DP, seq. len., batch size/DP, tokens/batch
 _MATERIALIZED = (("remat", "full"), ("attention_kernel", "materialized"))
 # Software that reduced its data-parallel gradients only after the last backward pass of a step.
 _MEGATRON_DDP = (
-    "the data-parallel gradient reduction after the backward pass, as Megatron-LM ran it until its "
-    "--overlap-grad-reduce of September 2023 (https://github.com/NVIDIA/Megatron-LM/blob/"
-    "6fd781891c8ce903bf9163af0149eee2e40e8ed9/megatron/training.py, train_step: 'All-reduce if needed' after "
-    "forward_backward_func)"
+    "the data-parallel gradient reduction after the backward pass, as Megatron-LM ran it by default until its "
+    "--overlap-grad-reduce of September 2023 (megatron/training.py, train_step: in 2021 'All-reduce if needed' "
+    "after forward_backward_func, https://github.com/NVIDIA/Megatron-LM/blob/"
+    "6fd781891c8ce903bf9163af0149eee2e40e8ed9/megatron/training.py; in 2022 optimizer.reduce_model_grads after "
+    "it, https://github.com/NVIDIA/Megatron-LM/blob/de593298359ec4a08f31aaf29a2ccf8df0b393ae/megatron/training.py)"
 )
 _DEEPSPEED_PIPE = (
     "the data-parallel gradient reduction after the backward pass, as DeepSpeed's pipeline engine runs it "

@@ -19,9 +19,12 @@ def test_llama2_13b_table_of_part_7():
     for batch, ms in printed_ms.items():
         step = inference.decode_step_time("llama-2-13b", V5E, 8, batch=batch, context_len=8192)
         # "When our batch size is bigger, we need to model the KV cache loading as well, since that
-        # dominates the parameters": from batch 8, each sequence's 6.7 GB cache outweighs the weights
+        # dominates the parameters": in the printed rows from batch 8 the batch's caches (8 x 6.7 GB = 54 GB)
+        # outweigh the 26 GB of weights; the model crosses at batch 4
         assert step.bound == ("weights" if batch == 1 else "kv"), batch
         assert step.t_kv + step.t_weights == pytest.approx(ms * 1e-3 * bandwidth_ratio, rel=0.02), batch
+    crossing = [inference.decode_step_time("llama-2-13b", V5E, 8, batch=b, context_len=8192).bound for b in (3, 4)]
+    assert crossing == ["weights", "kv"]
     assert inference.max_batch("llama-2-13b", V5E, 8, context_len=8192) == 16  # "We OOM beyond batch size 16"
     assert inference.decode_step_time("llama-2-13b", V5E, 8, batch=16, context_len=8192).fits
     assert not inference.decode_step_time("llama-2-13b", V5E, 8, batch=17, context_len=8192).fits
