@@ -182,8 +182,9 @@ def loss_bytes_per_token(cfg: TransformerConfig, *, tensor: int) -> float:
         times the gradient    4 + 4   (backward)
         cast back to bf16     4 + 2   (backward)
     52 V / t, t = `tensor` (the vocabulary is cut over the tensor-parallel chips). LLaMA 3's 128,256
-    logits: 6.67 MB a token on one chip. As in `elementwise_bytes_per_token` no op is fused; XLA fuses
-    some of them on a TPU, where this is an upper count.
+    logits: 6.67 MB a token on one chip. As in `elementwise_bytes_per_token` no op is fused: Megatron-Core's
+    opt-in fused cross-entropy (cross_entropy_loss_fusion, which NeMo's Llama 3 configs turn on) and XLA
+    on a TPU make fewer passes, so there this is an upper count.
     Book: Part 4 ("the unembedding"); Part 1 (memory-bound work).
 
     Raises:
