@@ -18,9 +18,9 @@ def test_llama2_13b_table_of_part_7():
     bandwidth_ratio = 8.2e11 / V5E.hbm_bytes_per_s
     for batch, ms in printed_ms.items():
         step = inference.decode_step_time("llama-2-13b", V5E, 8, batch=batch, context_len=8192)
-        # "When our batch size is bigger, we need to model the KV cache loading as well, since that
-        # dominates the parameters": in the printed rows from batch 8 the batch's caches (8 x 6.7 GB = 54 GB)
-        # outweigh the 26 GB of weights; the model crosses at batch 4
+        # Part 7: at larger batches reading the KV caches outweighs reading the weights. In the printed rows
+        # from batch 8 the batch's caches (8 x 6.7 GB = 54 GB) outweigh the 26 GB of weights; the model
+        # crosses at batch 4
         assert step.bound == ("weights" if batch == 1 else "kv"), batch
         assert step.t_kv + step.t_weights == pytest.approx(ms * 1e-3 * bandwidth_ratio, rel=0.02), batch
     crossing = [inference.decode_step_time("llama-2-13b", V5E, 8, batch=b, context_len=8192).bound for b in (3, 4)]
