@@ -294,7 +294,7 @@ def step_collectives(step: StepShape) -> tuple[CollectiveCost, ...]:
     out = (
         *_weight_collectives(pl, step.held_params * pb / cfg.n_layers, layers),
         *_activation_collectives(pl, micro_bytes, kv_bytes, layers),
-        *_expert_collectives(cfg, pl, micro_bytes, shared_bytes),
+        *_expert_collectives(cfg, pl, micro_bytes, shared_bytes, layers),
         *_stage_and_pod_collectives(pl, micro_bytes / layout.tensor, stage_bytes, step.virtual_stages),
     )
     if step.overlap_grad_reduce:
@@ -306,11 +306,12 @@ def step_collectives(step: StepShape) -> tuple[CollectiveCost, ...]:
 
 
 def _expert_collectives(
-    cfg: TransformerConfig, pl: Placement, micro_bytes: float, shared_bytes: float
+    cfg: TransformerConfig, pl: Placement, micro_bytes: float, shared_bytes: float, layers: int
 ) -> list[CollectiveCost]:
     """Expert parallelism: per MoE layer and microbatch, an AllToAll sends each token's k copies to their
     experts and one brings them back, both passes (V = expert k b D bytes over the group); the weights
-    outside the routed experts are replicas across the expert degree, their gradients all-reduced."""
+    outside the routed experts are replicas across the expert degree, their gradients all-reduced, one
+    call for each of the stage's `layers`."""
     lay = pl.layout
     if lay.expert == 1:
         return []
@@ -321,7 +322,6 @@ def _expert_collectives(
         _cost(pl, "token dispatch and combine", "all_to_all", phase, "expert", v, calls, overlaps=False)
         for phase in ("forward", "backward")
     ]
-    layers = stage_layers(cfg, lay)
     out.append(_cost(pl, "replicas' gradient all-reduce", "all_reduce", "backward", "expert",
                      shared_bytes / (lay.tensor * lay.fsdp), layers))  # fmt: skip
     return out
